@@ -128,6 +128,9 @@ func (h *Host) Run(ctx context.Context, kind Kind, b *Batch, handler Handler) er
 	defer cancel()
 	defer context.AfterFunc(h.halt, cancel)()
 	ev := newEvent(ctx, h, kind, b)
+	if h.halt.Err() != nil {
+		return ev.Abort(AbortTimeLimit) // halted: no event runs any more
+	}
 	return h.run(ev, func() error { return handler(ev) })
 }
 

@@ -1,0 +1,257 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/memory"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newHost(t *testing.T, p platform.Platform, limit time.Duration) *host.Host {
+	t.Helper()
+	h, err := host.New(host.Config{Platform: p, TimeLimit: limit, Logger: quiet(),
+		Permissions: host.Permissions{Queue: []string{"A", "GHOST"}}, Bindings: map[string]string{"A": "qa", "B": "qb"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	if _, err := host.New(host.Config{}); err == nil {
+		t.Error("no platform accepted")
+	}
+	for _, d := range []time.Duration{-1, time.Microsecond, 901 * time.Second} {
+		if _, err := host.New(host.Config{Platform: memory.New(memory.Options{}), TimeLimit: d}); err == nil {
+			t.Errorf("time limit %v accepted", d)
+		}
+	}
+	h, err := host.New(host.Config{Platform: memory.New(memory.Options{})})
+	if err != nil || h.TimeLimit() != 30*time.Second {
+		t.Errorf("default time limit: %v %v", h, err)
+	}
+}
+
+func TestBindings(t *testing.T) {
+	h := newHost(t, memory.New(memory.Options{}), 0)
+	for binding, want := range map[string]string{"A": "", "B": "未授权的QUEUE绑定：B", "GHOST": "绑定不存在：GHOST", "": "未授权的QUEUE绑定："} {
+		err := h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error {
+			_, err := ev.Queue(binding)
+			return err
+		})
+		var ab *host.Abort
+		if want == "" && err != nil || want != "" && (!errors.As(err, &ab) || ab.Reason != want) {
+			t.Errorf("binding %q: got %v, want %q", binding, err, want)
+		}
+	}
+}
+
+func TestFirstAbortWins(t *testing.T) {
+	h := newHost(t, memory.New(memory.Options{}), 0)
+	err := h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error {
+		a := ev.Abort("first")
+		b := ev.Abort("second")
+		if a != b || ev.Err() != a {
+			t.Errorf("aborts %v, %v, Err %v", a, b, ev.Err())
+		}
+		return errors.New("the handler's own error loses to the abort")
+	})
+	if err == nil || err.Error() != "first" {
+		t.Errorf("event failure %v", err)
+	}
+}
+
+func TestHandlerFailures(t *testing.T) {
+	h := newHost(t, memory.New(memory.Options{}), 0)
+	ctx := context.Background()
+	if err := h.Run(ctx, host.FetchEvent, nil, func(*host.Event) error { return nil }); err != nil {
+		t.Errorf("normal end: %v", err)
+	}
+	if err := h.Run(ctx, host.FetchEvent, nil, func(*host.Event) error { return io.EOF }); !errors.Is(err, io.EOF) {
+		t.Errorf("error: %v", err)
+	}
+	err := h.Run(ctx, host.FetchEvent, nil, func(*host.Event) error { panic("boom") })
+	if err == nil || !strings.Contains(err.Error(), "panic: boom") {
+		t.Errorf("panic: %v", err)
+	}
+	// The host carries on after a panic.
+	if err := h.Run(ctx, host.QueueEvent, host.NewBatch("q", nil), func(ev *host.Event) error { return nil }); err != nil {
+		t.Errorf("after a panic: %v", err)
+	}
+}
+
+func TestTimeLimitAndHalt(t *testing.T) {
+	h := newHost(t, memory.New(memory.Options{}), 100*time.Millisecond)
+	start := time.Now()
+	release := make(chan struct{})
+	err := h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error { <-release; return nil })
+	close(release)
+	var ab *host.Abort
+	if !errors.As(err, &ab) || ab.Reason != "执行超过时限" {
+		t.Fatalf("got %v", err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond || d > time.Second {
+		t.Errorf("the limit of 100ms ended the event after %v", d)
+	}
+
+	h = newHost(t, memory.New(memory.Options{}), time.Minute)
+	go func() { time.Sleep(50 * time.Millisecond); h.Halt() }()
+	err = h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error { <-ev.Context().Done(); return nil })
+	if !errors.As(err, &ab) {
+		t.Fatalf("halted event: %v", err)
+	}
+	if err := h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error { return nil }); !errors.As(err, &ab) {
+		t.Errorf("an event after Halt: %v", err)
+	}
+}
+
+func TestConsumerConfigValidate(t *testing.T) {
+	ok := host.DefaultConsumerConfig("q")
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*host.ConsumerConfig){
+		"queue":       func(c *host.ConsumerConfig) { c.Queue = "Q" },
+		"size 0":      func(c *host.ConsumerConfig) { c.MaxBatchSize = 0 },
+		"size 101":    func(c *host.ConsumerConfig) { c.MaxBatchSize = 101 },
+		"timeout":     func(c *host.ConsumerConfig) { c.MaxBatchTimeout = 61 * time.Second },
+		"retries":     func(c *host.ConsumerConfig) { c.MaxRetries = 101 },
+		"retry delay": func(c *host.ConsumerConfig) { c.RetryDelay = 43201 * time.Second },
+		"dlq self":    func(c *host.ConsumerConfig) { c.DeadLetterQueue = "q" },
+		"dlq name":    func(c *host.ConsumerConfig) { c.DeadLetterQueue = "-x" },
+		"concurrency": func(c *host.ConsumerConfig) { c.MaxConcurrency = 251 },
+	} {
+		c := ok
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted %+v", name, c)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	cc := host.DefaultConsumerConfig("q")
+	cc.MaxRetries, cc.RetryDelay, cc.DeadLetterQueue = 2, 7*time.Second, "dead"
+	msg := func(attempts int) platform.Delivery { return platform.Delivery{Message: platform.Message{Attempts: attempts}} }
+	type want struct {
+		kind  platform.ActionKind
+		delay time.Duration
+	}
+	for _, tc := range []struct {
+		name   string
+		call   func(b *host.Batch)
+		failed bool
+		att    int
+		want   want
+	}{
+		{"no call, ok", nil, false, 1, want{platform.Done, 0}},
+		{"no call, failed", nil, true, 1, want{platform.Redeliver, 7 * time.Second}},
+		{"no call, failed, exhausted", nil, true, 3, want{platform.DeadLetter, 0}},
+		{"ack, failed", func(b *host.Batch) { b.Ack(0) }, true, 3, want{platform.Done, 0}},
+		{"retry 0", func(b *host.Batch) { b.Retry(0, 0) }, false, 1, want{platform.Redeliver, 7 * time.Second}},
+		{"retry 30", func(b *host.Batch) { b.Retry(0, 30) }, false, 2, want{platform.Redeliver, 30 * time.Second}},
+		{"retry, exhausted", func(b *host.Batch) { b.Retry(0, 30) }, false, 3, want{platform.DeadLetter, 0}},
+		{"ack then retry", func(b *host.Batch) { b.Ack(0); b.Retry(0, 5) }, true, 1, want{platform.Done, 0}},
+		{"retry then ack", func(b *host.Batch) { b.Retry(0, 5); b.Ack(0) }, false, 1, want{platform.Redeliver, 5 * time.Second}},
+	} {
+		b := host.NewBatch("q", []platform.Delivery{msg(tc.att)})
+		if tc.call != nil {
+			tc.call(b)
+		}
+		s := host.Resolve(cc, b, tc.failed)
+		a := s.Messages[0].Action
+		if a.Kind != tc.want.kind || a.Delay != tc.want.delay || (a.Kind == platform.DeadLetter && a.Queue != "dead") || s.Failed != tc.failed {
+			t.Errorf("%s: got %+v", tc.name, a)
+		}
+		// Calls after the event ended change nothing.
+		b.Ack(0)
+		b.Retry(0, 1)
+		if again := host.Resolve(cc, b, tc.failed); again.Messages[0].Action != a {
+			t.Errorf("%s: a call after the end changed %+v to %+v", tc.name, a, again.Messages[0].Action)
+		}
+	}
+	cc.DeadLetterQueue = ""
+	b := host.NewBatch("q", []platform.Delivery{msg(3)})
+	if a := host.Resolve(cc, b, true).Messages[0].Action; a.Kind != platform.Drop {
+		t.Errorf("exhausted without a dead-letter queue: %+v", a)
+	}
+}
+
+// A message redelivered past max_retries + 1 (a crash redelivered it) is dead-lettered without
+// running the program.
+func TestExhaustedBeforeDelivery(t *testing.T) {
+	p := memory.New(memory.Options{Record: true})
+	h := newHost(t, p, 0)
+	cc := host.DefaultConsumerConfig("qa")
+	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 1, "dead", 0
+	p.Put("qa", platform.Message{ID: "old", Attempts: 3, Body: []byte("1"), ContentType: platform.JSON},
+		platform.Message{ID: "new", Attempts: 1, Body: []byte("2"), ContentType: platform.JSON})
+	var saw []string
+	c, _ := p.Consume(context.Background(), "qa", platform.ConsumerOptions{})
+	ds, err := c.Receive(context.Background(), 10)
+	if err != nil || len(ds) != 2 {
+		t.Fatal(ds, err)
+	}
+	err = h.RunBatch(context.Background(), cc, c, ds, func(ev *host.Event) error {
+		for i := range ev.Batch().Len() {
+			saw = append(saw, ev.Batch().Message(i).ID)
+		}
+		return nil
+	})
+	if err != nil || len(saw) != 1 || saw[0] != "new" {
+		t.Fatalf("program saw %v (%v)", saw, err)
+	}
+	s, _ := p.Stats(context.Background())
+	if s[0].Queue != "dead" || s[0].Ready != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// Consume stops taking batches when its context ends and waits for the running event.
+func TestConsumeStops(t *testing.T) {
+	p := memory.New(memory.Options{})
+	h := newHost(t, p, 0)
+	p.Put("qa", platform.Message{ID: "1", Body: []byte("1"), ContentType: platform.JSON})
+	ctx, cancel := context.WithCancel(context.Background())
+	var finished atomic.Bool
+	done := make(chan error)
+	go func() {
+		cc := host.DefaultConsumerConfig("qa")
+		cc.MaxBatchTimeout = 0
+		done <- h.Consume(ctx, cc, func(ev *host.Event) error {
+			cancel()
+			time.Sleep(100 * time.Millisecond)
+			finished.Store(true)
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil || !finished.Load() {
+			t.Fatalf("Consume returned %v before the event finished (%v)", err, finished.Load())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Consume did not stop")
+	}
+	s, _ := p.Stats(context.Background())
+	if s[0].Ready+s[0].InFlight+s[0].Delayed != 0 {
+		t.Errorf("the finished event's message was not settled: %+v", s)
+	}
+}
+
+func TestConsumeInvalidConfig(t *testing.T) {
+	h := newHost(t, memory.New(memory.Options{}), 0)
+	if err := h.Consume(context.Background(), host.ConsumerConfig{Queue: "q"}, nil); err == nil {
+		t.Error("a zero consumer config was accepted")
+	}
+}
