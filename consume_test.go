@@ -1,0 +1,280 @@
+package duilie_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/memory"
+)
+
+// runBatch runs fn as a queue event on a hand-made batch and returns the event's failure.
+func runBatch(t *testing.T, queue string, msgs []platform.Message, fn host.Handler) error {
+	t.Helper()
+	h, err := host.New(host.Config{Platform: memory.New(memory.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := make([]platform.Delivery, len(msgs))
+	for i, m := range msgs {
+		ds[i] = platform.Delivery{Message: m}
+	}
+	return h.Run(context.Background(), host.QueueEvent, host.NewBatch(queue, ds), fn)
+}
+
+// readBatch returns ReadBatch's text and error for a hand-made batch.
+func readBatch(t *testing.T, queue string, msgs []platform.Message) (string, error) {
+	t.Helper()
+	var text string
+	var readErr error
+	failure := runBatch(t, queue, msgs, func(ev *host.Event) error {
+		text, readErr = duilie.ReadBatch(ev)
+		return nil
+	})
+	var ab *duilie.Abort
+	if errors.As(readErr, &ab) && !errors.Is(failure, readErr) {
+		t.Errorf("ReadBatch aborted with %v but the event ended with %v", readErr, failure)
+	}
+	return text, readErr
+}
+
+func jsonMsg(id string, body string) platform.Message {
+	return platform.Message{ID: id, Timestamp: 1700000000123, Attempts: 1, Body: []byte(body), ContentType: platform.JSON}
+}
+
+func TestReadBatchEmpty(t *testing.T) {
+	text, err := readBatch(t, "q", nil)
+	if err != nil || text != `{"queue":"q","messages":[]}` {
+		t.Fatalf("got %q, %v", text, err)
+	}
+}
+
+func TestReadBatchShape(t *testing.T) {
+	msgs := []platform.Message{
+		{ID: "a", Timestamp: 1, Attempts: 1, Body: []byte(`{"z":1,"a":2,"1":3}`), ContentType: platform.JSON},
+		{ID: "b", Timestamp: 1700000000123, Attempts: 7, Body: []byte(" [1E2, -0, \"\\u2028\"] "), ContentType: platform.JSON},
+		{ID: "c", Timestamp: 9007199254740991, Attempts: 100, Body: []byte("plain \"text\"\n"), ContentType: platform.Text},
+	}
+	text, err := readBatch(t, "page-render", msgs)
+	want := `{"queue":"page-render","messages":[` +
+		`{"id":"a","attempts":1,"timestamp":1,"body":{"1":3,"z":1,"a":2}},` +
+		`{"id":"b","attempts":7,"timestamp":1700000000123,"body":[100,0,"` + "\u2028" + `"]},` +
+		`{"id":"c","attempts":100,"timestamp":9007199254740991,"body":"plain \"text\"\n"}]}`
+	if err != nil || text != want {
+		t.Fatalf("got  %s (%v)\nwant %s", text, err, want)
+	}
+}
+
+// Queue names and ids are whatever the platform reports, encoded as JSON.stringify would.
+func TestReadBatchStrangeNames(t *testing.T) {
+	long := strings.Repeat("长", 2000)
+	for _, tc := range []struct{ name, want string }{
+		{`quote"back\slash`, `"quote\"back\\slash"`},
+		{"ctl\x00\x01\x1f\x7f", `"ctl\u0000\u0001\u001f` + "\x7f\""},
+		{"line\u2028para\u2029", "\"line\u2028para\u2029\""},
+		{"emoji 😀 \t\n", "\"emoji 😀 \\t\\n\""},
+		{long, `"` + long + `"`},
+	} {
+		text, err := readBatch(t, tc.name, []platform.Message{jsonMsg(tc.name, "1")})
+		want := `{"queue":` + tc.want + `,"messages":[{"id":` + tc.want + `,"attempts":1,"timestamp":1700000000123,"body":1}]}`
+		if err != nil || text != want {
+			t.Errorf("name %q:\n got %s (%v)\nwant %s", tc.name, text, err, want)
+		}
+	}
+}
+
+func TestReadBatchSizes(t *testing.T) {
+	for _, n := range []int{3, 100, 1000} {
+		msgs := make([]platform.Message, n)
+		for i := range msgs {
+			msgs[i] = jsonMsg(fmt.Sprintf("%032x", i), fmt.Sprintf(`{"i":%d}`, i))
+		}
+		text, err := readBatch(t, "q", msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b struct {
+			Queue    string
+			Messages []struct {
+				ID   string
+				Body struct{ I int }
+			}
+		}
+		if err := json.Unmarshal([]byte(text), &b); err != nil || len(b.Messages) != n {
+			t.Fatalf("n=%d: %v, %d messages", n, err, len(b.Messages))
+		}
+		for i, m := range b.Messages {
+			if m.ID != fmt.Sprintf("%032x", i) || m.Body.I != i {
+				t.Fatalf("n=%d: message %d is %+v", n, i, m)
+			}
+		}
+	}
+}
+
+// The first message that is not a JSON value decides, at its index.
+func TestReadBatchNotJSON(t *testing.T) {
+	ok := jsonMsg("ok", `"fine"`)
+	for _, tc := range []struct {
+		name string
+		bad  platform.Message
+	}{
+		{"bytes", platform.Message{ID: "x", Body: []byte("1"), ContentType: platform.Bytes}},
+		{"v8", platform.Message{ID: "x", Body: []byte{0xff, 0x0d}, ContentType: platform.V8}},
+		{"unknown content type", platform.Message{ID: "x", Body: []byte("1"), ContentType: "xml"}},
+		{"broken json", jsonMsg("x", `{"a":`)},
+		{"invalid utf-8", jsonMsg("x", "\"\xc3\x28\"")},
+		{"marker", jsonMsg("x", `{"$未定义":null}`)},
+		{"escaped marker", jsonMsg("x", `{"k":1,"\u0024大整数":"9"}`)},
+		{"nested marker", jsonMsg("x", `[[{"a":{"$数字":"Infinity"}}]]`)},
+		{"infinity", jsonMsg("x", `1e999`)},
+		{"nested -infinity", jsonMsg("x", `{"a":[-1e400]}`)},
+	} {
+		for _, at := range []int{0, 2} {
+			msgs := []platform.Message{ok, ok, ok}
+			msgs[at] = tc.bad
+			if at == 0 {
+				msgs[2] = platform.Message{ID: "y", Body: []byte("{"), ContentType: platform.JSON} // a later problem does not decide
+			}
+			_, err := readBatch(t, "q", msgs)
+			var ex *duilie.Exception
+			if !errors.As(err, &ex) || ex.Message != fmt.Sprintf("队列消息正文不是 JSON 值：序号 %d", at) {
+				t.Errorf("%s at %d: got %v", tc.name, at, err)
+			}
+		}
+	}
+}
+
+// 32 levels are readable; 33 abort the event with 宿主结果嵌套过深, unless an earlier message
+// is not a JSON value.
+func TestReadBatchNesting(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat(`{"a":[`, n/2) + strings.Repeat("[", n%2) + "0" + strings.Repeat("]", n%2) + strings.Repeat("]}", n/2) }
+	text, err := readBatch(t, "q", []platform.Message{jsonMsg("a", deep(32))})
+	if err != nil || !strings.Contains(text, deep(32)) {
+		t.Fatalf("32 levels: %v", err)
+	}
+	var ab *duilie.Abort
+	_, err = readBatch(t, "q", []platform.Message{jsonMsg("a", "1"), jsonMsg("b", deep(33)), jsonMsg("c", "{")})
+	if !errors.As(err, &ab) || ab.Reason != "宿主结果嵌套过深" {
+		t.Fatalf("33 levels: got %v, want the abort 宿主结果嵌套过深", err)
+	}
+	_, err = readBatch(t, "q", []platform.Message{jsonMsg("a", "{"), jsonMsg("b", deep(33))})
+	var ex *duilie.Exception
+	if !errors.As(err, &ex) || ex.Message != "队列消息正文不是 JSON 值：序号 0" {
+		t.Fatalf("a bad body before a deep one: got %v", err)
+	}
+	// After the abort, every call returns it and the event fails.
+	var later []error
+	failure := runBatch(t, "q", []platform.Message{jsonMsg("b", deep(40))}, func(ev *host.Event) error {
+		_, first := duilie.ReadBatch(ev)
+		later = append(later, first, duilie.Ack(ev, 0), duilie.Send(ev, "X", "1", 0))
+		return nil
+	})
+	if !errors.As(failure, &ab) || ab.Reason != "宿主结果嵌套过深" {
+		t.Fatalf("event ended with %v", failure)
+	}
+	for _, err := range later {
+		if !errors.As(err, &ab) || ab.Reason != "宿主结果嵌套过深" {
+			t.Errorf("later call returned %v", err)
+		}
+	}
+}
+
+func TestReadBatchOf(t *testing.T) {
+	type task struct {
+		Kind string `json:"kind"`
+		N    int    `json:"n"`
+	}
+	msgs := []platform.Message{
+		{ID: "a", Timestamp: 1700000000123, Attempts: 2, Body: []byte(`{"kind":"page","n":1E2}`), ContentType: platform.JSON},
+		{ID: "b\u2028", Timestamp: 5, Attempts: 1, Body: []byte(`{"kind":"release"}`), ContentType: platform.JSON},
+	}
+	var got *duilie.Batch[task]
+	var err error
+	runBatch(t, "q", msgs, func(ev *host.Event) error { got, err = duilie.ReadBatchOf[task](ev); return nil })
+	if err != nil || got.Queue != "q" || len(got.Messages) != 2 {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	m := got.Messages[0]
+	if m.ID != "a" || m.Attempts != 2 || m.Timestamp.UnixMilli() != 1700000000123 || m.Body != (task{"page", 100}) {
+		t.Errorf("message 0: %+v", m)
+	}
+	if got.Messages[1].ID != "b\u2028" || got.Messages[1].Body.Kind != "release" {
+		t.Errorf("message 1: %+v", got.Messages[1])
+	}
+	// The same checks as ReadBatch.
+	runBatch(t, "q", []platform.Message{jsonMsg("x", "{")}, func(ev *host.Event) error { _, err = duilie.ReadBatchOf[task](ev); return nil })
+	var ex *duilie.Exception
+	if !errors.As(err, &ex) || ex.Message != "队列消息正文不是 JSON 值：序号 0" {
+		t.Errorf("bad body: %v", err)
+	}
+	// A body that does not fit T is an ordinary error naming its index.
+	runBatch(t, "q", []platform.Message{jsonMsg("x", `{"kind":1}`)}, func(ev *host.Event) error { _, err = duilie.ReadBatchOf[task](ev); return nil })
+	if err == nil || errors.As(err, &ex) || !strings.Contains(err.Error(), "message 0") {
+		t.Errorf("mistyped body: %v", err)
+	}
+	runBatch(t, "q", nil, func(ev *host.Event) error { _, err = duilie.ReadBatchOf[task](ev); return nil })
+	if err != nil {
+		t.Errorf("empty batch: %v", err)
+	}
+}
+
+func TestAckRetryBounds(t *testing.T) {
+	msgs := []platform.Message{jsonMsg("a", "1"), jsonMsg("b", "2")}
+	runBatch(t, "q", msgs, func(ev *host.Event) error {
+		for _, tc := range []struct {
+			err  error
+			want string
+		}{
+			{duilie.Ack(ev, 2), "队列消息序号越界"},
+			{duilie.Ack(ev, -1), "队列消息序号越界"},
+			{duilie.Retry(ev, 2, 0), "队列消息序号越界"},
+			{duilie.Retry(ev, 2, 99999), "队列消息序号越界"},
+			{duilie.Retry(ev, 0, -1), "延迟秒数须在 0 至 43200 之间"},
+			{duilie.Retry(ev, 0, 43201), "延迟秒数须在 0 至 43200 之间"},
+			{duilie.Ack(ev, 1), ""},
+			{duilie.Retry(ev, 0, 43200), ""},
+			{duilie.Ack(ev, 1), ""}, // repeated calls are not errors; the first one counts
+		} {
+			var ex *duilie.Exception
+			if tc.want == "" && tc.err != nil || tc.want != "" && (!errors.As(tc.err, &ex) || ex.Message != tc.want) {
+				t.Errorf("got %v, want %q", tc.err, tc.want)
+			}
+		}
+		return nil
+	})
+}
+
+// A message a Go value encodes to is checked and normalized like any body.
+func TestSendValue(t *testing.T) {
+	p := memory.New(memory.Options{Record: true})
+	h, _ := host.New(host.Config{Platform: p, Permissions: host.Permissions{Queue: []string{"B"}}, Bindings: map[string]string{"B": "q"}})
+	var errs []error
+	h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error {
+		errs = append(errs,
+			duilie.SendValue(ev, "B", map[string]any{"b": "<&>\u2028", "a": 1.0, "1": nil}, 5),
+			duilie.SendValue(ev, "B", map[string]any{"$句柄": 1}, 0),
+			duilie.SendValue(ev, "B", make(chan int), 0),
+		)
+		return nil
+	})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	var ex *duilie.Exception
+	if !errors.As(errs[1], &ex) || ex.Message != "消息体含有不属于 JSON 的值或宿主专用记号" {
+		t.Errorf("marker value: %v", errs[1])
+	}
+	if errs[2] == nil || errors.As(errs[2], &ex) {
+		t.Errorf("unencodable value: %v", errs[2])
+	}
+	calls := p.Calls()
+	if len(calls) != 1 || calls[0].String() != `send({"1":null,"a":1,"b":"<&>`+"\u2028"+`"}, {"contentType":"json","delaySeconds":5})` {
+		t.Errorf("calls %v", calls)
+	}
+}
