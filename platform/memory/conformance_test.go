@@ -1,0 +1,43 @@
+package memory_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/platform/platformtest"
+)
+
+type harness struct{}
+
+func (harness) MakePlatform(ctx context.Context, t *testing.T) (platform.Platform, error) {
+	return memory.New(memory.Options{Record: true}), nil
+}
+
+func (harness) Close() {}
+
+func (harness) Calls(p platform.Platform) []string {
+	var out []string
+	for _, c := range p.(*memory.Platform).Calls() {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+func (harness) RejectSends(p platform.Platform, queue, message string) {
+	p.(*memory.Platform).RejectSends(queue, message)
+}
+
+func (harness) Inject(p platform.Platform, queue string, msgs ...platform.Message) {
+	for i := range msgs {
+		msgs[i].ID, msgs[i].Timestamp = platform.NewMessageID(), 1700000000000
+	}
+	p.(*memory.Platform).Put(queue, msgs...)
+}
+
+func TestConformance(t *testing.T) {
+	platformtest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (platformtest.Harness, error) {
+		return harness{}, nil
+	})
+}

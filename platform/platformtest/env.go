@@ -1,0 +1,296 @@
+package platformtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+)
+
+// The deployment every test runs in.
+const (
+	binding    = "TASKS"       // permitted and configured
+	queueName  = "conf-tasks"  // its queue
+	dlqName    = "conf-dead"   // the dead-letter queue of tests that need one
+	forbidden  = "SECRET"      // configured, not permitted
+	unbound    = "GHOST"       // permitted, not configured
+	otherQueue = "conf-secret" // the queue SECRET would reach
+)
+
+// env is one test's platform and host.
+type env struct {
+	t   *testing.T
+	ctx context.Context
+	p   platform.Platform
+	h   *host.Host
+	hn  Harness
+}
+
+type envOption func(*host.Config)
+
+func withTimeLimit(d time.Duration) envOption { return func(c *host.Config) { c.TimeLimit = d } }
+
+func newEnv(t *testing.T, hn Harness, opts ...envOption) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p, err := hn.MakePlatform(ctx, t)
+	if err != nil {
+		t.Fatalf("MakePlatform: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	cfg := host.Config{
+		Platform:    p,
+		Permissions: host.Permissions{Queue: []string{binding, unbound}},
+		Bindings:    map[string]string{binding: queueName, forbidden: otherQueue},
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := host.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Create the queues up front, as a deployment does.
+	for _, q := range []string{queueName, dlqName} {
+		if _, err := p.Queue(ctx, q); err != nil {
+			t.Fatalf("Queue(%s): %v", q, err)
+		}
+	}
+	return &env{t: t, ctx: ctx, p: p, h: h, hn: hn}
+}
+
+// produce runs fn in a fetch event and returns the event's failure, if any.
+func (e *env) produce(fn func(ev *host.Event) error) error {
+	return e.h.Run(e.ctx, host.FetchEvent, nil, fn)
+}
+
+// send sends one body from a fetch event and returns Send's error.
+func (e *env) send(body string, delay int) error {
+	var err error
+	_ = e.produce(func(ev *host.Event) error { err = duilie.Send(ev, binding, body, delay); return nil })
+	return err
+}
+
+// sendBatch sends a batch from a fetch event and returns SendBatch's error.
+func (e *env) sendBatch(items string) error {
+	var err error
+	_ = e.produce(func(ev *host.Event) error { err = duilie.SendBatch(ev, binding, items); return nil })
+	return err
+}
+
+// mustSend sends bodies one by one and fails the test on an error.
+func (e *env) mustSend(bodies ...string) {
+	e.t.Helper()
+	for _, b := range bodies {
+		if err := e.send(b, 0); err != nil {
+			e.t.Fatalf("send %s: %v", b, err)
+		}
+	}
+}
+
+// calls returns the recorded platform calls, or nil and false when the harness does not record.
+func (e *env) calls() ([]string, bool) {
+	r, ok := e.hn.(Recorder)
+	if !ok {
+		return nil, false
+	}
+	return r.Calls(e.p), true
+}
+
+// wantCalls asserts the recorded calls exactly, on a recording harness.
+func (e *env) wantCalls(want ...string) {
+	e.t.Helper()
+	got, ok := e.calls()
+	if !ok {
+		return
+	}
+	if len(got) != len(want) {
+		e.t.Fatalf("platform calls:\n got %q\nwant %q", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			e.t.Fatalf("platform call %d:\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+}
+
+// batchText is ReadBatch's text, decoded.
+type batchText struct {
+	Queue    string        `json:"queue"`
+	Messages []messageText `json:"messages"`
+}
+
+type messageText struct {
+	ID        string          `json:"id"`
+	Attempts  int             `json:"attempts"`
+	Timestamp int64           `json:"timestamp"`
+	Body      json.RawMessage `json:"body"`
+}
+
+// seen is one queue event as a test's consumer saw it.
+type seen struct {
+	batch batchText
+	at    time.Time // when the event started
+}
+
+// consumer runs a consumer in the background until the test ends and reports every event.
+type consumer struct {
+	events chan seen
+	t      *testing.T
+}
+
+// consume starts consuming cc.Queue with handle, which runs after the batch has been read.
+func (e *env) consume(cc host.ConsumerConfig, handle func(ev *host.Event, b batchText) error) *consumer {
+	e.t.Helper()
+	c := &consumer{events: make(chan seen, 10000), t: e.t}
+	ctx, cancel := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := e.h.Consume(ctx, cc, func(ev *host.Event) error {
+			at := time.Now()
+			text, err := duilie.ReadBatch(ev)
+			if err != nil {
+				return err
+			}
+			var b batchText
+			if err := json.Unmarshal([]byte(text), &b); err != nil {
+				e.t.Errorf("ReadBatch returned invalid JSON %q: %v", text, err)
+				return err
+			}
+			c.events <- seen{b, at}
+			if handle == nil {
+				return nil
+			}
+			return handle(ev, b)
+		})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			e.t.Errorf("Consume: %v", err)
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); wg.Wait() })
+	return c
+}
+
+// next waits for the next event.
+func (c *consumer) next(within time.Duration) seen {
+	c.t.Helper()
+	select {
+	case s := <-c.events:
+		return s
+	case <-time.After(within):
+		c.t.Fatalf("no queue event within %v", within)
+		return seen{}
+	}
+}
+
+// messages waits until n messages have been delivered, over any number of events.
+func (c *consumer) messages(n int, within time.Duration) []messageText {
+	c.t.Helper()
+	var out []messageText
+	deadline := time.After(within)
+	for len(out) < n {
+		select {
+		case s := <-c.events:
+			out = append(out, s.batch.Messages...)
+		case <-deadline:
+			c.t.Fatalf("got %d of %d messages within %v", len(out), n, within)
+		}
+	}
+	return out
+}
+
+// none asserts that no event comes within d.
+func (c *consumer) none(d time.Duration) {
+	c.t.Helper()
+	select {
+	case s := <-c.events:
+		c.t.Fatalf("unexpected queue event: %+v", s.batch)
+	case <-time.After(d):
+	}
+}
+
+// config is the consumer configuration of most tests: batches delivered as soon as ready.
+func config(queue string) host.ConsumerConfig {
+	cc := host.DefaultConsumerConfig(queue)
+	cc.MaxBatchTimeout = 0
+	return cc
+}
+
+// wantException asserts err is an *Exception with exactly msg.
+func wantException(t *testing.T, err error, msg string) {
+	t.Helper()
+	var ex *duilie.Exception
+	if !errors.As(err, &ex) || ex.Message != msg {
+		t.Fatalf("got error %#v (%v), want exception %q", err, err, msg)
+	}
+	var ab *duilie.Abort
+	if errors.As(err, &ab) {
+		t.Fatalf("an exception must not also be an abort: %v", err)
+	}
+}
+
+// wantAbort asserts err is an *Abort with exactly reason.
+func wantAbort(t *testing.T, err error, reason string) {
+	t.Helper()
+	var ab *duilie.Abort
+	if !errors.As(err, &ab) || ab.Reason != reason {
+		t.Fatalf("got error %#v (%v), want abort %q", err, err, reason)
+	}
+	var ex *duilie.Exception
+	if errors.As(err, &ex) {
+		t.Fatalf("an abort must not also be an exception: %v", err)
+	}
+}
+
+// wantEmpty asserts that the platform holds no message in any queue.
+func (e *env) wantEmpty() {
+	e.t.Helper()
+	stats, err := e.p.Stats(e.ctx)
+	if err != nil {
+		e.t.Fatalf("Stats: %v", err)
+	}
+	for _, s := range stats {
+		if s.Ready+s.Delayed+s.InFlight != 0 {
+			e.t.Fatalf("queue %s holds messages: %+v", s.Queue, s)
+		}
+	}
+}
+
+// eventually polls cond until it holds or within passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stats returns one queue's stats.
+func (e *env) stats(queue string) platform.QueueStats {
+	e.t.Helper()
+	all, err := e.p.Stats(e.ctx)
+	if err != nil {
+		e.t.Fatalf("Stats: %v", err)
+	}
+	for _, s := range all {
+		if s.Queue == queue {
+			return s
+		}
+	}
+	return platform.QueueStats{Queue: queue}
+}
