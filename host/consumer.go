@@ -160,7 +160,7 @@ func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 
 	b := NewBatch(cc.Queue, live)
 	stop := h.keepInFlight(ctx, c, live)
-	failure := h.Run(ctx, QueueEvent, b, handler)
+	id, failure := h.runEvent(ctx, QueueEvent, b, handler)
 	stop()
 
 	s := Resolve(cc, b, failure != nil)
@@ -177,7 +177,7 @@ func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 			dead++
 		}
 	}
-	attrs := []any{"queue", cc.Queue, "batch", len(live), "outcome", outcome(failure),
+	attrs := []any{"event", id, "queue", cc.Queue, "batch", len(live), "outcome", outcome(failure),
 		"duration", time.Since(start).Round(time.Microsecond), "acked", acked, "retried", retried, "dead", dead}
 	if failure != nil {
 		attrs = append(attrs, "err", failure.Error())

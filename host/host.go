@@ -124,14 +124,20 @@ func (h *Host) resolve(ctx context.Context, binding string) (platform.Queue, str
 // 执行超过时限 and Run returns without waiting for the handler, whose later calls all return
 // that abort.
 func (h *Host) Run(ctx context.Context, kind Kind, b *Batch, handler Handler) error {
+	_, err := h.runEvent(ctx, kind, b, handler)
+	return err
+}
+
+// runEvent is Run, also returning the event's id for logs.
+func (h *Host) runEvent(ctx context.Context, kind Kind, b *Batch, handler Handler) (id string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.TimeLimit)
 	defer cancel()
 	defer context.AfterFunc(h.halt, cancel)()
 	ev := newEvent(ctx, h, kind, b)
 	if h.halt.Err() != nil {
-		return ev.Abort(AbortTimeLimit) // halted: no event runs any more
+		return ev.id, ev.Abort(AbortTimeLimit) // halted: no event runs any more
 	}
-	return h.run(ev, func() error { return handler(ev) })
+	return ev.id, h.run(ev, func() error { return handler(ev) })
 }
 
 func (h *Host) run(ev *Event, body func() error) error {
