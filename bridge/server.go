@@ -1,0 +1,183 @@
+package bridge
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/duilie/duilie/host"
+)
+
+// Server is the bridge: one loopback HTTP listener, on which each open event has its own URL
+// with an unguessable token. It is safe for concurrent use.
+type Server struct {
+	base string // http://127.0.0.1:port/e/
+	srv  *http.Server
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	events map[string]*entry // by token
+}
+
+// entry is one open event.
+type entry struct {
+	ev      *host.Event
+	onAbort func()
+	once    sync.Once
+}
+
+// pathPrefix starts the path of every event's URL; the token follows it.
+const pathPrefix = "/e/"
+
+// Listen starts a bridge on addr, which must be a loopback address such as "127.0.0.1:0" (port
+// 0 picks a free port) or "[::1]:8788". log receives the server's own errors; nil means
+// slog.Default().
+func Listen(addr string, log *slog.Logger) (*Server, error) {
+	return listen(addr, log, nil)
+}
+
+// listen is Listen; wrap, when not nil, wraps the server's handler (tests record replies).
+func listen(addr string, log *slog.Logger, wrap func(http.Handler) http.Handler) (*Server, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: listen address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("bridge: listen address %q is not a loopback address (127.0.0.1, ::1 or localhost)", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+		ln.Close()
+		return nil, fmt.Errorf("bridge: listen address %q resolved to %v, which is not a loopback address", addr, ln.Addr())
+	}
+	s := &Server{base: "http://" + ln.Addr().String() + pathPrefix, log: log, events: map[string]*entry{}}
+	var handler http.Handler = http.HandlerFunc(s.serveHTTP)
+	if wrap != nil {
+		handler = wrap(handler)
+	}
+	s.srv = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("bridge stopped", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Open registers an event and returns its private URL, and a func that closes it: from then on
+// the URL answers 404. Close it when the event ends. onAbort (which may be nil) is called once,
+// after the first reply with status 500 has been written; the event has been aborted by then,
+// and the caller kills the program.
+func (s *Server) Open(ev *host.Event, onAbort func()) (url string, close func()) {
+	if onAbort == nil {
+		onAbort = func() {}
+	}
+	e := &entry{ev: ev, onAbort: onAbort}
+	var token string
+	s.mu.Lock()
+	for {
+		token = rand.Text() // 26 base32 characters, 130 random bits
+		if s.events[token] == nil {
+			break
+		}
+	}
+	s.events[token] = e
+	s.mu.Unlock()
+	return s.base + token, func() {
+		s.mu.Lock()
+		delete(s.events, token)
+		s.mu.Unlock()
+	}
+}
+
+// Close stops the listener and closes every connection. URLs still open answer nothing.
+func (s *Server) Close() error {
+	return s.srv.Close()
+}
+
+// Messages of the replies that are not the interface's.
+const (
+	replyNotFound = "桥接地址不存在或其事件已结束"
+	replyMethod   = "桥接调用须用 POST"
+	contentType   = "text/plain; charset=utf-8"
+)
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	token, ok := strings.CutPrefix(r.URL.Path, pathPrefix)
+	var e *entry
+	if ok && token != "" {
+		s.mu.Lock()
+		e = s.events[token]
+		s.mu.Unlock()
+	}
+	if e == nil {
+		reply(w, http.StatusNotFound, replyNotFound)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		reply(w, http.StatusMethodNotAllowed, replyMethod)
+		return
+	}
+
+	var status int
+	var text string
+	body, err := readCall(w, r)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		// Abort keeps an earlier abort, whose message is then the reply.
+		status, text = http.StatusInternalServerError, e.ev.Abort(AbortMalformed+badTooBig).Error()
+	case err != nil:
+		// The program went away while sending: nobody is left to answer.
+		s.log.Debug("bridge call not read", "event", e.ev.ID(), "err", err)
+		return
+	default:
+		status, text = handle(e.ev, body)
+	}
+	reply(w, status, text)
+	if status == http.StatusInternalServerError {
+		_ = http.NewResponseController(w).Flush() // the reply is out before the program is killed
+		e.once.Do(e.onAbort)
+	}
+}
+
+// readCall reads a call's body, at most MaxCallBytes of it.
+func readCall(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= MaxCallBytes {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxCallBytes))
+	return buf.Bytes(), err
+}
+
+// reply writes a whole reply: text/plain, no trailing newline.
+func reply(w http.ResponseWriter, status int, text string) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(text)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, text)
+}
