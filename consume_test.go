@@ -153,7 +153,9 @@ func TestReadBatchNotJSON(t *testing.T) {
 // 32 levels are readable; 33 abort the event with 宿主结果嵌套过深, unless an earlier message
 // is not a JSON value.
 func TestReadBatchNesting(t *testing.T) {
-	deep := func(n int) string { return strings.Repeat(`{"a":[`, n/2) + strings.Repeat("[", n%2) + "0" + strings.Repeat("]", n%2) + strings.Repeat("]}", n/2) }
+	deep := func(n int) string {
+		return strings.Repeat(`{"a":[`, n/2) + strings.Repeat("[", n%2) + "0" + strings.Repeat("]", n%2) + strings.Repeat("]}", n/2)
+	}
 	text, err := readBatch(t, "q", []platform.Message{jsonMsg("a", deep(32))})
 	if err != nil || !strings.Contains(text, deep(32)) {
 		t.Fatalf("32 levels: %v", err)

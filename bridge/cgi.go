@@ -87,20 +87,12 @@ func (p *Program) serveFetch(h *host.Host, w http.ResponseWriter, r *http.Reques
 	attrs := []any{"event", id, "method", r.Method, "path", r.URL.Path}
 	if failure != nil {
 		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
-		log.Info("fetch event", with(attrs, "status", http.StatusInternalServerError, "outcome", outcome(failure),
+		log.Info("fetch event", with(attrs, "status", http.StatusInternalServerError, "outcome", host.Outcome(failure),
 			"duration", time.Since(start).Round(time.Microsecond), "err", failure.Error())...)
 		return
 	}
 	res.write(w)
 	log.Info("fetch event", with(attrs, "status", res.status, "outcome", "ok", "duration", time.Since(start).Round(time.Microsecond))...)
-}
-
-func outcome(failure error) string {
-	var a *host.Abort
-	if errors.As(failure, &a) {
-		return "aborted"
-	}
-	return "failed"
 }
 
 // metaNames are the meta-variables of RFC 3875 §4.1 and the common extensions this package

@@ -177,7 +177,7 @@ func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 			dead++
 		}
 	}
-	attrs := []any{"event", id, "queue", cc.Queue, "batch", len(live), "outcome", outcome(failure),
+	attrs := []any{"event", id, "queue", cc.Queue, "batch", len(live), "outcome", Outcome(failure),
 		"duration", time.Since(start).Round(time.Microsecond), "acked", acked, "retried", retried, "dead", dead}
 	if failure != nil {
 		attrs = append(attrs, "err", failure.Error())
@@ -191,7 +191,8 @@ func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 	return failure
 }
 
-func outcome(failure error) string {
+// Outcome names how an event ended, for logs: "ok", "aborted" or "failed".
+func Outcome(failure error) string {
 	var a *Abort
 	switch {
 	case failure == nil:

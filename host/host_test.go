@@ -142,7 +142,9 @@ func TestConsumerConfigValidate(t *testing.T) {
 func TestResolve(t *testing.T) {
 	cc := host.DefaultConsumerConfig("q")
 	cc.MaxRetries, cc.RetryDelay, cc.DeadLetterQueue = 2, 7*time.Second, "dead"
-	msg := func(attempts int) platform.Delivery { return platform.Delivery{Message: platform.Message{Attempts: attempts}} }
+	msg := func(attempts int) platform.Delivery {
+		return platform.Delivery{Message: platform.Message{Attempts: attempts}}
+	}
 	type want struct {
 		kind  platform.ActionKind
 		delay time.Duration
