@@ -1,0 +1,76 @@
+package jetstream
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/platformtest"
+)
+
+// embeddedHarness makes a fresh embedded engine, in its own data directory, per test.
+type embeddedHarness struct{}
+
+func (embeddedHarness) MakePlatform(ctx context.Context, t *testing.T) (platform.Platform, error) {
+	return Open(ctx, Config{DataDir: t.TempDir(), Logger: quiet})
+}
+
+func (embeddedHarness) Close() {}
+
+func (embeddedHarness) Inject(p platform.Platform, queue string, msgs ...platform.Message) {
+	inject(p, queue, msgs...)
+}
+
+// clusterHarness connects each test to its own account of one 3-node cluster, with R3 streams.
+type clusterHarness struct{ tc *testCluster }
+
+func (h clusterHarness) MakePlatform(ctx context.Context, t *testing.T) (platform.Platform, error) {
+	return Open(ctx, Config{URL: h.tc.url(h.tc.account(t)), Replicas: 3, Logger: quiet})
+}
+
+func (clusterHarness) Close() {}
+
+func (clusterHarness) Inject(p platform.Platform, queue string, msgs ...platform.Message) {
+	inject(p, queue, msgs...)
+}
+
+// inject publishes messages as a foreign producer may: with duilie's headers, but any content
+// type and body.
+func inject(pl platform.Platform, queue string, msgs ...platform.Message) {
+	p := pl.(*Platform)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.queue(ctx, queue); err != nil {
+		panic(err)
+	}
+	for _, m := range msgs {
+		msg := nats.NewMsg(readySubject(queue))
+		msg.Header.Set(hdrID, platform.NewMessageID())
+		msg.Header.Set(hdrTime, strconv.FormatInt(time.Now().UnixMilli(), 10))
+		msg.Header.Set(hdrType, string(m.ContentType))
+		msg.Data = m.Body
+		if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func TestConformanceEmbedded(t *testing.T) {
+	platformtest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (platformtest.Harness, error) {
+		return embeddedHarness{}, nil
+	})
+}
+
+func TestConformanceCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	tc := startCluster(t, 64)
+	platformtest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (platformtest.Harness, error) {
+		return clusterHarness{tc}, nil
+	})
+}

@@ -1,0 +1,90 @@
+// Package jetstream is duilie's default platform: NATS JetStream, either embedded in the process
+// (durable file storage in a data directory, no setup) or an existing JetStream cluster. It
+// implements the platform contract of package platform; the host decides what becomes of every
+// message and this package carries it out.
+//
+// # Modes
+//
+// Open with a zero Config runs the embedded engine: a nats-server inside the process, JetStream
+// file storage under Config.DataDir, reached through an in-process connection (no TCP port).
+// The process holds an exclusive flock on <data dir>/LOCK, so no second process opens the same
+// store. With Config.Serve the engine also listens on a random loopback port guarded by a random
+// token, and records {url, token, pid} in <data dir>/serve.json (mode 0600); an Open of a data
+// directory whose lock a live process holds then connects there (Platform.Attached reports it),
+// and fails with an error naming the directory when the holder does not serve. The record is
+// removed when the holder closes, and ignored (then removed) once the lock is free, for example
+// after the holder was killed.
+//
+// With Config.URL the same driver connects to a JetStream cluster (credentials file, TLS,
+// Replicas 1, 3 or 5). The servers must run nats-server 2.12 or later (message schedules and
+// atomic batches).
+//
+// # Layout
+//
+// Each queue is one stream, DUILIE_<queue>, with work-queue retention (an ack removes the
+// message) and one durable pull consumer, "duilie", filtered on the ready subject
+// duilie.<queue>.m. A delayed message is a JetStream message schedule on its own subject,
+// duilie.<queue>.s.<unique>, with the header "Nats-Schedule: @at <RFC 3339 with milliseconds>"
+// and the ready subject as its target; at its due time JetStream stores a new message on the
+// ready subject and purges the schedule, in one step. Because that message has a new timestamp
+// and no Nats-Msg-Id, a message's identity travels in duilie's own headers: Duilie-Id (32
+// lowercase hex), Duilie-Time (enqueue time in Unix ms), Duilie-Type (content type) and
+// Duilie-Attempts (deliveries before this stream message, on retries).
+//
+// Messages expire Config.Retention after they become ready (a per-message TTL; a schedule lives
+// until its due time plus the retention). The stream's MaxAge exceeds every such TTL and only
+// bounds messages that foreign producers publish without one.
+//
+// # Delivery
+//
+// Receive sends one pull request at a time for exactly the messages the host asks for, with
+// no_wait and an expiry: JetStream holds it until at least one message is ready, then answers
+// with every ready message up to the limit and ends it. Nothing is fetched ahead, so a message
+// the host never asked for is neither delivered nor counted as an attempt. The rare message that
+// arrives after a Receive gave up waiting is kept for the next one; Close gives any left back
+// to the queue, ready at once, with attempts unchanged.
+//
+// attempts is JetStream's delivery count of the stream message plus Duilie-Attempts, so every
+// redelivery counts: a retry, a failed event, an ack wait that ran out, a crash.
+//
+// InProgress sends JetStream's progress signal, except for deliveries received within the last
+// twentieth of the ack wait: each signal costs the server a write of the consumer's state, and
+// the host signals every batch as its event starts.
+//
+// # Settling
+//
+// Done and Drop are acks that JetStream confirms (the message is then gone for good). Redeliver
+// publishes a copy carrying the same id, time, body and the attempts so far (ready at once, or a
+// schedule for a delay), then acks the delivery. Not a nak: a nakked message stays among the
+// consumer's pending deliveries, and after a restart it returns only when its ack wait runs out;
+// a delayed nak also holds a slot among the unacknowledged messages for the whole delay. The copy
+// survives restarts with its exact due time and is precise to a quarter second. DeadLetter publishes the message to the dead-letter queue's stream (created if
+// missing) with the same id, time, body and content type and no attempts header (so attempts
+// start again at 1), then acks the original. A crash between the publish and the ack leaves both
+// copies, and the original is delivered again: at least once, never lost; a copy of the same
+// stream message published twice within two minutes is deduplicated by its Nats-Msg-Id, which
+// names the original's stream sequence (not its attempts, which a crash can leave unchanged).
+//
+// # Batches
+//
+// SendBatch is all or nothing: its messages, delayed ones included, go out as one JetStream
+// atomic batch, which the server stages and stores only at the commit. A batch the server
+// rejects leaves nothing behind; a batch cut off before its commit (the sender died) is dropped
+// by the server after 10 s. A batch whose commit acknowledgement was lost (a timeout) may or may
+// not have been stored, like any send. This process keeps at most 32 batches per queue in
+// flight, under JetStream's limit of 50 per stream.
+//
+// # Stats
+//
+// For each stream DUILIE_<queue>: ready is the ready subject's message count less the consumer's
+// unacknowledged deliveries, delayed is the rest of the stream (pending schedules: delayed sends
+// and retries), in_flight is the consumer's unacknowledged deliveries. The counts come from two
+// snapshots taken a moment apart, so under load they are approximate; at rest they are exact.
+//
+// # Durability
+//
+// A send returns only once JetStream has stored the message, and an ack that Settle reports done
+// has been applied, so both survive kill -9 of the process. What survives a machine crash
+// depends on Config.Sync and on replicas; docs/jetstream.md states the guarantees and their
+// measured cost.
+package jetstream

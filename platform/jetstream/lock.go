@@ -1,0 +1,118 @@
+package jetstream
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Files the driver keeps beside the engine's own (which live in <data dir>/jetstream).
+const (
+	lockFileName  = "LOCK"       // flocked by the process that runs the engine; holds its pid
+	serveFileName = "serve.json" // {url, token, pid} of a serving engine, mode 0600
+)
+
+var errLocked = errors.New("data directory is locked by another process")
+
+// dirLock is an exclusive lock on a data directory, held by the process that runs the embedded
+// engine on it.
+type dirLock struct {
+	dir      string
+	f        *os.File
+	recorded bool // serve.json was written by this process
+}
+
+// lockDataDir creates dir if needed and locks it. A serve record left by a holder that has
+// gone (killed, say) is stale once the lock is free, and is removed.
+func lockDataDir(dir string) (*dirLock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := tryLock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	// The pid is only for messages; the lock itself is the flock.
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	_ = os.Remove(filepath.Join(dir, serveFileName))
+	return &dirLock{dir: dir, f: f}, nil
+}
+
+// serveRecord tells local commands where a serving engine listens.
+type serveRecord struct {
+	URL   string `json:"url"`
+	Token string `json:"token"`
+	PID   int    `json:"pid"`
+}
+
+// record writes the serve record atomically (temporary file, then rename), readable only by
+// the owner since the token grants full access.
+func (l *dirLock) record(r serveRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(l.dir, serveFileName+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(l.dir, serveFileName)); err != nil {
+		return err
+	}
+	l.recorded = true
+	return nil
+}
+
+// release removes the serve record, then drops the lock.
+func (l *dirLock) release() error {
+	if l.recorded {
+		_ = os.Remove(filepath.Join(l.dir, serveFileName))
+	}
+	return l.f.Close()
+}
+
+// readServeRecord reads the record of the engine serving dir.
+func readServeRecord(dir string) (serveRecord, error) {
+	var r serveRecord
+	b, err := os.ReadFile(filepath.Join(dir, serveFileName))
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, err
+	}
+	if r.URL == "" {
+		return r, errors.New("serve record has no url")
+	}
+	return r, nil
+}
+
+// lockHolder returns the pid recorded by the lock's holder, or 0.
+func lockHolder(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, lockFileName))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}

@@ -1,0 +1,422 @@
+package jetstream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/duilie/duilie/platform"
+)
+
+// Names in JetStream. Queue names follow platform.CheckQueueName, so they are valid both as
+// a stream name suffix and as a subject token.
+const (
+	streamPrefix  = "DUILIE_"
+	subjectPrefix = "duilie."
+	consumerName  = "duilie"
+)
+
+func streamName(queue string) string      { return streamPrefix + queue }
+func readySubject(queue string) string    { return subjectPrefix + queue + ".m" }
+func scheduleSubject(queue string) string { return subjectPrefix + queue + ".s." + nuid.Next() }
+
+// How long Open waits for a locked data directory's holder to record where it serves (it may
+// be starting), and for the embedded server to start.
+const (
+	attachWait = 2 * time.Second
+	startWait  = 10 * time.Second
+)
+
+// Platform is the JetStream platform: the embedded engine, a client of another process's
+// embedded engine, or a client of a NATS cluster. It implements platform.Platform.
+type Platform struct {
+	cfg      Config
+	log      *slog.Logger
+	srv      *server.Server // the embedded engine; nil when attached or on a cluster
+	lock     *dirLock       // held while srv runs
+	attached bool           // connected to another process's engine
+	nc       *nats.Conn
+	js       jetstream.JetStream
+
+	mu        sync.Mutex
+	queues    map[string]*queue
+	consumers map[*consumer]struct{}
+	closed    bool
+}
+
+var _ platform.Platform = (*Platform)(nil)
+
+// Open starts the embedded engine on cfg.DataDir, or attaches to the process that runs it
+// there, or connects to the cluster at cfg.URL.
+//
+// The embedded engine locks its data directory. If another live process holds the lock and
+// serves (Config.Serve), Open connects to it; if it does not serve, Open fails with an error
+// naming the directory.
+func Open(ctx context.Context, cfg Config) (*Platform, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := &Platform{cfg: cfg, log: cfg.Logger, queues: map[string]*queue{}, consumers: map[*consumer]struct{}{}}
+	if cfg.URL != "" {
+		err = p.connectCluster()
+	} else {
+		err = p.openEmbedded(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Settle publishes retries and dead letters asynchronously, up to 100 per batch and 250
+	// batches at once.
+	p.js, err = jetstream.New(p.nc, jetstream.WithPublishAsyncMaxPending(1<<16))
+	if err != nil {
+		p.shutdown()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return p, nil
+}
+
+// Attached reports whether Open connected to the engine of another process that holds the
+// data directory, rather than running the engine itself.
+func (p *Platform) Attached() bool { return p.attached }
+
+func (p *Platform) connectCluster() error {
+	opts := []nats.Option{
+		nats.Name("duilie"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ErrorHandler(p.asyncError),
+	}
+	if p.cfg.Creds != "" {
+		opts = append(opts, nats.UserCredentials(p.cfg.Creds))
+	}
+	if p.cfg.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(p.cfg.TLSCA))
+	}
+	if p.cfg.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(p.cfg.TLSCert, p.cfg.TLSKey))
+	}
+	nc, err := nats.Connect(p.cfg.URL, opts...)
+	if err != nil {
+		return fmt.Errorf("jetstream: connect to %s: %w", p.cfg.URL, err)
+	}
+	p.nc = nc
+	return nil
+}
+
+func (p *Platform) openEmbedded(ctx context.Context) error {
+	dir := p.cfg.DataDir
+	deadline := time.Now().Add(attachWait)
+	for {
+		l, err := lockDataDir(dir)
+		if err == nil {
+			return p.startEmbedded(l)
+		}
+		if !errors.Is(err, errLocked) {
+			return fmt.Errorf("jetstream: lock data directory %s: %w", dir, err)
+		}
+		rec, rerr := readServeRecord(dir)
+		if rerr == nil {
+			if err = p.attach(rec); err == nil {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			holder := "another process"
+			if pid := lockHolder(dir); pid > 0 {
+				holder = fmt.Sprintf("another process (pid %d)", pid)
+			}
+			if rerr != nil {
+				return fmt.Errorf("jetstream: data directory %s is in use by %s that does not accept local commands (run it as a server, or stop it)", dir, holder)
+			}
+			return fmt.Errorf("jetstream: data directory %s is in use by %s, and connecting to it at %s failed: %w", dir, holder, rec.URL, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// attach connects to the engine another process serves on the data directory.
+func (p *Platform) attach(rec serveRecord) error {
+	nc, err := nats.Connect(rec.URL, nats.Token(rec.Token), nats.Name("duilie-local"),
+		nats.MaxReconnects(0), nats.Timeout(time.Second), nats.ErrorHandler(p.asyncError))
+	if err != nil {
+		return err
+	}
+	p.nc, p.attached = nc, true
+	return nil
+}
+
+func (p *Platform) startEmbedded(l *dirLock) error {
+	dir, err := filepath.Abs(l.dir)
+	if err != nil {
+		l.release()
+		return err
+	}
+	opts := &server.Options{
+		ServerName: "duilie",
+		JetStream:  true,
+		StoreDir:   dir,
+		SyncAlways: p.cfg.Sync == SyncAlways,
+		NoSigs:     true,
+		DontListen: !p.cfg.Serve,
+	}
+	var token string
+	if p.cfg.Serve {
+		var b [32]byte
+		_, _ = rand.Read(b[:])
+		token = hex.EncodeToString(b[:])
+		opts.Host, opts.Port, opts.Authorization = "127.0.0.1", server.RANDOM_PORT, token
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		l.release()
+		return fmt.Errorf("jetstream: embedded engine: %w", err)
+	}
+	srv.SetLogger(serverLogger{p.log}, false, false)
+	srv.Start()
+	if !srv.ReadyForConnections(startWait) {
+		srv.Shutdown()
+		l.release()
+		return fmt.Errorf("jetstream: embedded engine on %s did not start within %v", l.dir, startWait)
+	}
+	connOpts := []nats.Option{nats.InProcessServer(srv), nats.Name("duilie"), nats.ErrorHandler(p.asyncError)}
+	if token != "" {
+		connOpts = append(connOpts, nats.Token(token))
+	}
+	nc, err := nats.Connect("", connOpts...)
+	if err != nil {
+		srv.Shutdown()
+		l.release()
+		return fmt.Errorf("jetstream: embedded engine: %w", err)
+	}
+	p.srv, p.lock, p.nc = srv, l, nc
+	if p.cfg.Serve {
+		if err := l.record(serveRecord{URL: srv.ClientURL(), Token: token, PID: os.Getpid()}); err != nil {
+			p.shutdown()
+			return fmt.Errorf("jetstream: record the serve address in %s: %w", l.dir, err)
+		}
+	}
+	return nil
+}
+
+func (p *Platform) asyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	subject := ""
+	if sub != nil {
+		subject = sub.Subject
+	}
+	p.log.Error("jetstream: connection error", "subject", subject, "err", err)
+}
+
+// Queue returns the producer side of the named queue, creating its stream if it is missing.
+func (p *Platform) Queue(ctx context.Context, name string) (platform.Queue, error) {
+	return p.queue(ctx, name)
+}
+
+func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
+	if err := platform.CheckQueueName(name); err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, platform.ErrClosed
+	}
+	q, ok := p.queues[name]
+	p.mu.Unlock()
+	if ok {
+		return q, nil
+	}
+	if _, err := p.js.CreateOrUpdateStream(ctx, p.streamConfig(name)); err != nil {
+		return nil, fmt.Errorf("jetstream: create queue %s: %w", name, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q, ok := p.queues[name]; ok {
+		return q, nil
+	}
+	q = newQueue(p, name)
+	p.queues[name] = q
+	return q, nil
+}
+
+// streamConfig is the stream of one queue: ready messages on duilie.<q>.m, one schedule
+// subject per delayed message under duilie.<q>.s., work-queue retention so that an ack removes
+// a message. Expiry is per message (Nats-TTL = retention); MaxAge only backstops messages of
+// foreign producers, and exceeds every TTL duilie sets.
+func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:               streamName(name),
+		Description:        "duilie queue " + name,
+		Subjects:           []string{subjectPrefix + name + ".>"},
+		Retention:          jetstream.WorkQueuePolicy,
+		Storage:            jetstream.FileStorage,
+		Replicas:           p.cfg.Replicas,
+		Discard:            jetstream.DiscardOld,
+		MaxAge:             p.cfg.Retention + maxDelay + time.Hour,
+		AllowMsgTTL:        true,
+		AllowMsgSchedules:  true,
+		AllowAtomicPublish: true,
+		AllowRollup:        true, // message schedules purge their schedule subject
+		Duplicates:         2 * time.Minute,
+	}
+}
+
+// maxDelay is the longest send or retry delay of the interface (43200 s).
+const maxDelay = 12 * time.Hour
+
+// Consume starts delivering the named queue's messages, creating the queue if it is missing.
+// All Consumers of a queue, in this process or others on the same cluster, share one durable
+// JetStream consumer.
+func (p *Platform) Consume(ctx context.Context, name string, opts platform.ConsumerOptions) (platform.Consumer, error) {
+	q, err := p.queue(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newConsumer(ctx, q, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return nil, platform.ErrClosed
+	}
+	p.consumers[c] = struct{}{}
+	return c, nil
+}
+
+func (p *Platform) forget(c *consumer) {
+	p.mu.Lock()
+	delete(p.consumers, c)
+	p.mu.Unlock()
+}
+
+// Stats reports every duilie queue on the engine or cluster, sorted by name. The three counts
+// come from two snapshots (the stream's, then its consumer's) taken a moment apart, so under
+// load they are approximate; see the package documentation.
+func (p *Platform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
+	var names []string
+	lister := p.js.StreamNames(ctx, jetstream.WithStreamListSubject(subjectPrefix+">"))
+	for n := range lister.Name() {
+		if q, ok := strings.CutPrefix(n, streamPrefix); ok && platform.CheckQueueName(q) == nil {
+			names = append(names, q)
+		}
+	}
+	if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, fmt.Errorf("jetstream: list queues: %w", err)
+	}
+	slices.Sort(names)
+	stats := make([]platform.QueueStats, 0, len(names))
+	for _, name := range names {
+		s, err := p.queueStats(ctx, name)
+		if err != nil {
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				continue // deleted meanwhile
+			}
+			return nil, fmt.Errorf("jetstream: stats of queue %s: %w", name, err)
+		}
+		stats = append(stats, s)
+	}
+	return stats, nil
+}
+
+func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueStats, error) {
+	s := platform.QueueStats{Queue: name}
+	st, err := p.js.Stream(ctx, streamName(name))
+	if err != nil {
+		return s, err
+	}
+	// The subject filter makes the server count the ready subject alone.
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(readySubject(name)))
+	if err != nil {
+		return s, err
+	}
+	ready := int64(info.State.Subjects[readySubject(name)])
+	s.Delayed = max(int64(info.State.Msgs)-ready, 0) // schedule messages: pending sends and retries
+	if ci, err := st.Consumer(ctx, consumerName); err == nil {
+		s.InFlight = int64(ci.CachedInfo().NumAckPending)
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return s, err
+	}
+	// Delivered messages stay in a work-queue stream until they are acked.
+	s.Ready = max(ready-s.InFlight, 0)
+	return s, nil
+}
+
+// Close stops the consumers (their unsettled deliveries return after the ack wait), drains
+// the connection, shuts the embedded engine down and releases the data directory.
+func (p *Platform) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	cs := make([]*consumer, 0, len(p.consumers))
+	for c := range p.consumers {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	return p.shutdown()
+}
+
+func (p *Platform) shutdown() error {
+	var errs []error
+	if p.nc != nil {
+		// Drain lets pending publishes and acks reach the server before the connection closes.
+		done := make(chan struct{})
+		p.nc.SetClosedHandler(func(*nats.Conn) { close(done) })
+		if err := p.nc.Drain(); err == nil {
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				p.nc.Close()
+			}
+		} else {
+			p.nc.Close()
+		}
+	}
+	if p.srv != nil {
+		p.srv.Shutdown()
+		p.srv.WaitForShutdown()
+	}
+	if p.lock != nil {
+		if err := p.lock.release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// serverLogger passes the embedded server's log lines to slog. Its notices (startup banner,
+// stream recovery) are routine, so they go to debug level.
+type serverLogger struct{ log *slog.Logger }
+
+func (l serverLogger) Noticef(format string, v ...any) {
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug(fmt.Sprintf(format, v...))
+	}
+}
+func (l serverLogger) Warnf(format string, v ...any)  { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Fatalf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Errorf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Debugf(format string, v ...any) {}
+func (l serverLogger) Tracef(format string, v ...any) {}
