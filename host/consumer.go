@@ -89,6 +89,9 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 			if ctx.Err() != nil {
 				return nil
 			}
+			if errors.Is(err, platform.ErrClosed) {
+				return fmt.Errorf("consume %s: %w", cc.Queue, err)
+			}
 			// The platform is failing (a lost connection, say): keep trying, not too often.
 			h.log.Error("receive", "queue", cc.Queue, "err", err, "retry_in", backoff)
 			select {
@@ -159,7 +162,7 @@ func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 	}
 
 	b := NewBatch(cc.Queue, live)
-	stop := h.keepInFlight(ctx, c, live)
+	stop := keepInFlight(ctx, c, live, h.AckWait(cc))
 	id, failure := h.runEvent(ctx, QueueEvent, b, handler)
 	stop()
 
@@ -204,9 +207,10 @@ func Outcome(failure error) string {
 	}
 }
 
-// keepInFlight restarts the deliveries' ack wait now (a batch may have waited to fill) and
-// every third of it while the event runs. The returned func stops it.
-func (h *Host) keepInFlight(ctx context.Context, c platform.Consumer, ds []platform.Delivery) (stop func()) {
+// keepInFlight restarts the deliveries' ack wait every half of it while the event runs. The ack
+// wait already covers filling a batch and a whole event, so this only matters when settling is
+// slow; every signal costs the platform a write. The returned func stops it.
+func keepInFlight(ctx context.Context, c platform.Consumer, ds []platform.Delivery, ackWait time.Duration) (stop func()) {
 	if len(ds) == 0 {
 		return func() {}
 	}
@@ -214,8 +218,7 @@ func (h *Host) keepInFlight(ctx context.Context, c platform.Consumer, ds []platf
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = c.InProgress(ctx, ds)
-		t := time.NewTicker(h.cfg.TimeLimit/3 + time.Second)
+		t := time.NewTicker(ackWait / 2)
 		defer t.Stop()
 		for {
 			select {

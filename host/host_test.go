@@ -257,3 +257,23 @@ func TestConsumeInvalidConfig(t *testing.T) {
 		t.Error("a zero consumer config was accepted")
 	}
 }
+
+// A closed platform ends Consume instead of being retried forever.
+func TestConsumeEndsWhenPlatformCloses(t *testing.T) {
+	p := memory.New(memory.Options{})
+	h := newHost(t, p, 0)
+	done := make(chan error)
+	go func() {
+		done <- h.Consume(context.Background(), host.DefaultConsumerConfig("qa"), func(*host.Event) error { return nil })
+	}()
+	time.Sleep(50 * time.Millisecond)
+	p.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, platform.ErrClosed) {
+			t.Errorf("Consume returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Consume kept going on a closed platform")
+	}
+}

@@ -58,7 +58,7 @@ type Queue interface {
 type Message struct {
 	ID          string // duilie's platforms: 32 lowercase hex characters; others: anything
 	Timestamp   int64  // enqueue time, Unix milliseconds
-	Attempts    int    // deliveries so far, counting this one (from 1)
+	Attempts    int    // deliveries so far, counting this one (from 1); a platform may undercount deliveries made just before a crash
 	Body        []byte
 	ContentType ContentType
 }
@@ -87,7 +87,8 @@ type Consumer interface {
 	InProgress(ctx context.Context, ds []Delivery) error
 	// Settle carries out the host's resolution of a batch whose event has ended.
 	Settle(ctx context.Context, s Settlement) error
-	// Close stops delivering. Unsettled deliveries are redelivered after their ack wait.
+	// Close stops delivering. Unsettled deliveries are redelivered after their ack wait (on a
+	// platform that restores its state after a restart, to within about a second).
 	Close() error
 }
 
