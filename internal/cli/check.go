@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/platform"
+)
+
+func newCheck() *cobra.Command {
+	var batch bool
+	var delay int
+	c := &cobra.Command{
+		Use:                   "check [--batch] [--delay N]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Check and normalize a message body (or a batch) read on stdin",
+		Long: `check applies the interface's checks to stdin, taken byte for byte (a trailing newline
+is JSON whitespace and counts toward the size), and prints the normalized body: exactly
+JavaScript's JSON.stringify(JSON.parse(text)) in V8. With --batch it reads a sendBatch
+array and prints the items the platform would receive. A failed check prints the spec's
+message on stderr and exits 1.`,
+		Example: `  echo '{"kind":"page", "url":"/release/x", "n":1E2}' | duilie check
+  {"kind":"page","url":"/release/x","n":100}
+
+  echo '[{"body":1,"delaySeconds":30},{"body":"两"}]' | duilie check --batch
+  [{"body":1,"contentType":"json","delaySeconds":30},{"body":"两","contentType":"json"}]`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if batch && cmd.Flags().Changed("delay") {
+				return usageErr("--delay cannot be used with --batch: each item has its own delaySeconds")
+			}
+			in, err := io.ReadAll(cmd.InOrStdin())
+			if err != nil {
+				return &exitError{exitIOErr, fmt.Errorf("reading stdin: %w", err)}
+			}
+			var out []byte
+			if batch {
+				items, err := duilie.CheckBatch(in)
+				if err != nil {
+					return err
+				}
+				out = platform.AppendItemsJSON(nil, items)
+			} else if out, err = duilie.CheckBody(in, delay); err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(append(out, '\n'))
+			return err
+		},
+	}
+	c.Flags().BoolVar(&batch, "batch", false, "read a sendBatch array instead of one body")
+	c.Flags().IntVar(&delay, "delay", 0, "delay in seconds to check (0–43200)")
+	return c
+}

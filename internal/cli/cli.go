@@ -1,0 +1,183 @@
+// Package cli is duilie's command line. cmd/duilie only calls Main, and package app gives a Go
+// program the same command line with its handlers in-process, so every command is one
+// implementation, testable in-process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/duilie/duilie/host"
+)
+
+// Exit statuses (SPEC §13, sysexits.h).
+const (
+	exitOK          = 0
+	exitException   = 1  // a catchable exception
+	exitAbort       = 2  // a host abort
+	exitUsage       = 64 // EX_USAGE
+	exitUnavailable = 69 // EX_UNAVAILABLE: the engine, a cluster or an address cannot be had
+	exitSoftware    = 70 // EX_SOFTWARE: a failure inside duilie
+	exitIOErr       = 74 // EX_IOERR: reading stdin or writing stdout failed
+	exitConfig      = 78 // EX_CONFIG
+)
+
+// exitError carries an exit status and the message to print.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, a ...any) error {
+	return &exitError{exitUsage, fmt.Errorf(format, a...)}
+}
+
+func unavailable(err error) error { return &exitError{exitUnavailable, err} }
+
+// Program is a Go program that the host runs in-process, once per event, in place of
+// app.command.
+type Program struct {
+	// Queue handles queue events: one call per batch.
+	Queue host.Handler
+	// Fetch handles fetch events: one call per HTTP request to app.listen.
+	Fetch FetchHandler
+}
+
+// FetchHandler handles one fetch event: an HTTP request, with the event for the interface's
+// functions. Returning an error or panicking fails the event, which answers 500 unless the
+// handler has already begun its response.
+type FetchHandler func(ev *host.Event, w http.ResponseWriter, r *http.Request) error
+
+// Options shape the command line.
+type Options struct {
+	// Name is the command's name in help and messages; "" means "duilie".
+	Name string
+	// Program, when set, runs in-process per event instead of app.command, and the command
+	// line has no demo.
+	Program *Program
+}
+
+// Main runs duilie's command line with args (without the program name) and returns the exit
+// status. SIGINT and SIGTERM cancel the run: serve then shuts down gracefully, and a second
+// signal ends the process at once.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return MainWith(Options{}, args, stdin, stdout, stderr)
+}
+
+// MainWith is Main for a command line shaped by opts.
+func MainWith(opts Options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // the next signal gets Go's default behaviour: the process ends
+	}()
+	return Run(ctx, opts, args, stdin, stdout, stderr)
+}
+
+// Run runs the command line until it is done or ctx ends (serve then shuts down gracefully),
+// and returns the exit status.
+func Run(ctx context.Context, opts Options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if opts.Name == "" {
+		opts.Name = "duilie"
+	}
+	root := newRoot(opts)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := status(err)
+	fmt.Fprintln(stderr, message(opts.Name, err, code))
+	return code
+}
+
+// status maps an error to its exit status: the interface's exceptions and aborts, and errors
+// that chose their own.
+func status(err error) int {
+	var ex *host.Exception
+	var ab *host.Abort
+	var xe *exitError
+	var ce *ConfigError
+	switch {
+	case errors.As(err, &xe):
+		return xe.code
+	case errors.As(err, &ce):
+		return exitConfig
+	case errors.As(err, &ab):
+		return exitAbort
+	case errors.As(err, &ex):
+		return exitException
+	default:
+		return exitUsage // cobra's own errors: unknown commands and flags
+	}
+}
+
+// message is what to print: an exception's or abort's message alone, verbatim (scripts compare
+// it), otherwise the error prefixed with the command's name.
+func message(name string, err error, code int) string {
+	switch code {
+	case exitException, exitAbort:
+		return err.Error()
+	case exitUsage:
+		return name + ": " + err.Error() + "\nRun '" + name + " --help' for usage."
+	case exitConfig:
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			return ce.Error() // every line names the file
+		}
+	}
+	return name + ": " + err.Error()
+}
+
+func newRoot(opts Options) *cobra.Command {
+	root := &cobra.Command{
+		Use:   opts.Name,
+		Short: "A host for the message-queue interface 消息队列 0.1.0",
+		Long: `duilie runs programs that send JSON messages to queues and consume them in batches,
+on an embedded durable queue engine (NATS JetStream) or a NATS cluster. Programs in any
+language run once per event and call the interface over a private HTTP bridge; Go programs
+can run in-process.
+
+Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on stderr),
+64 a usage error, 78 a configuration error, 69 the engine or an address is unavailable,
+70 an internal failure, 74 an I/O error.`,
+		Example:       rootExample(opts),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
+	root.AddCommand(newCheck(), newServe(opts), newSend(opts), newSendBatch(opts), newQueues(opts))
+	if opts.Program == nil {
+		root.AddCommand(newDemo())
+	}
+	return root
+}
+
+func rootExample(opts Options) string {
+	if opts.Program != nil {
+		n := opts.Name
+		return `  ` + n + ` serve                        # runs this program per event, reading ./duilie.toml
+  echo '{"kind":"page","url":"/x","version":"v8"}' | ` + n + ` send --binding PAGE_QUEUE
+  ` + n + ` queues`
+	}
+	return `  duilie demo
+  duilie serve --config examples/page-python/duilie.toml
+  echo '{"kind":"page","url":"/x","version":"v8"}' | duilie send --binding PAGE_QUEUE --config examples/page-python/duilie.toml
+  duilie queues --config examples/page-python/duilie.toml`
+}

@@ -1,0 +1,500 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/examples/pagetask"
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform/jetstream"
+)
+
+func newDemo() *cobra.Command {
+	var quick, verbose bool
+	c := &cobra.Command{
+		Use:                   "demo [--quick] [--verbose]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Run a mixed workload through the embedded engine and show what happened",
+		Long: `demo needs no setup: it starts the embedded engine in a temporary directory (removed at
+the end), runs the page-task consumer of examples/pagetask in-process, exactly as serve
+would run it, and sends it a mixed workload through the interface's functions: tasks for
+at once, tasks delayed a few seconds, tasks that fail twice and then succeed, tasks that
+always fail and end in the dead-letter queue, and stale tasks that are acked unread.
+Retries are 1 s apart so it ends in about 10 s (--quick: about 3 s). It shows live
+progress, then a summary with delivery latency percentiles measured on the real
+deliveries, from each message's enqueue timestamp to the start of its handler.`,
+		Example: `  duilie demo
+  duilie demo --quick --verbose   # a short run, with the host's log on stderr`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDemo(cmd.Context(), quick, verbose, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	c.Flags().BoolVar(&quick, "quick", false, "a shorter workload (about 3 s)")
+	c.Flags().BoolVar(&verbose, "verbose", false, "log every event to stderr")
+	return c
+}
+
+// Demo queues and settings.
+const (
+	demoQueue      = "page-render"
+	demoDLQ        = "page-dlq"
+	demoMaxRetries = 2
+	demoBinding    = pagetask.Binding
+)
+
+// demoGroup is one kind of task in the workload, and what happened to its messages.
+type demoGroup struct {
+	label  string
+	prefix string // every task's url starts with it
+	count  int
+	delay  func(i int) int // send delay in seconds
+	task   func(i int) pagetask.Task
+
+	sent, delivered, retried, done, dead int
+	latency                              []time.Duration // first deliveries, from due time to handler start
+}
+
+func demoWorkload(quick bool) []*demoGroup {
+	n := func(full, short int) int {
+		if quick {
+			return short
+		}
+		return full
+	}
+	v := pagetask.DefaultVersion
+	return []*demoGroup{
+		{label: "immediate", prefix: "/page/", count: n(100, 30), delay: func(int) int { return 0 },
+			task: func(i int) pagetask.Task {
+				return pagetask.Task{Kind: "page", URL: "/page/" + strconv.Itoa(i), Version: v}
+			}},
+		{label: fmt.Sprintf("delayed %d–%d s", n(2, 1), n(6, 2)), prefix: "/release/", count: n(20, 6),
+			delay: func(i int) int { return n(2+i%5, 1+i%2) },
+			task: func(i int) pagetask.Task {
+				return pagetask.Task{Kind: "release", URL: "/release/" + strconv.Itoa(i), Version: v}
+			}},
+		{label: "fails twice, then succeeds", prefix: "/flaky/", count: n(10, 4), delay: func(int) int { return 0 },
+			task: func(i int) pagetask.Task {
+				return pagetask.Task{Kind: "page", URL: "/flaky/" + strconv.Itoa(i), Version: v, Fail: true}
+			}},
+		{label: "always fails", prefix: "/broken/", count: n(5, 2), delay: func(int) int { return 0 },
+			task: func(i int) pagetask.Task {
+				return pagetask.Task{Kind: "page", URL: "/broken/" + strconv.Itoa(i), Version: v, Fail: true}
+			}},
+		{label: "stale version (acked)", prefix: "/stale/", count: n(10, 4), delay: func(int) int { return 0 },
+			task: func(i int) pagetask.Task {
+				return pagetask.Task{Kind: "page", URL: "/stale/" + strconv.Itoa(i), Version: "v7"}
+			}},
+	}
+}
+
+// demoState counts what the handlers see.
+type demoState struct {
+	mu     sync.Mutex
+	groups []*demoGroup
+	delay  map[string]int // url → send delay
+	start  time.Time
+}
+
+func (d *demoState) group(url string) *demoGroup {
+	for _, g := range d.groups {
+		if strings.HasPrefix(url, g.prefix) {
+			return g
+		}
+	}
+	return nil
+}
+
+type demoTotals struct{ total, sent, delivered, retried, done, dead int }
+
+func (d *demoState) totals() demoTotals {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var t demoTotals
+	for _, g := range d.groups {
+		t.total += g.count
+		t.sent += g.sent
+		t.delivered += g.delivered
+		t.retried += g.retried
+		t.done += g.done
+		t.dead += g.dead
+	}
+	return t
+}
+
+// observeDeliveries records every delivery of a batch as its event starts.
+func (d *demoState) observeDeliveries(ev *host.Event, start time.Time) {
+	b := ev.Batch()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range b.Len() {
+		m := b.Message(i)
+		var t pagetask.Task
+		if json.Unmarshal(m.Body, &t) != nil {
+			continue
+		}
+		g := d.group(t.URL)
+		if g == nil {
+			continue
+		}
+		switch {
+		case b.Queue() == demoDLQ:
+			g.dead++
+		case m.Attempts > 1:
+			g.delivered++
+			g.retried++
+		default:
+			g.delivered++
+			due := time.UnixMilli(m.Timestamp).Add(time.Duration(d.delay[t.URL]) * time.Second)
+			g.latency = append(g.latency, max(start.Sub(due), 0))
+		}
+	}
+}
+
+func runDemo(ctx context.Context, quick, verbose bool, stdout, stderr io.Writer) error {
+	log := slog.New(slog.DiscardHandler)
+	if verbose {
+		log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	dir, err := os.MkdirTemp("", "duilie-demo-")
+	if err != nil {
+		return &exitError{exitIOErr, fmt.Errorf("temporary directory: %w", err)}
+	}
+	defer os.RemoveAll(dir)
+
+	d := &demoState{groups: demoWorkload(quick), delay: map[string]int{}}
+	consumer := &pagetask.Consumer{
+		Logger:  log,
+		Backoff: func(int) int { return 1 },
+		Render: func(ctx context.Context, t pagetask.Task, attempts int) error {
+			time.Sleep(time.Duration(1+rand.IntN(4)) * time.Millisecond) // the work
+			if t.Fail && !(strings.HasPrefix(t.URL, "/flaky/") && attempts >= 3) {
+				return pagetask.ErrRenderFailed
+			}
+			return nil
+		},
+		Observe: func(m *duilie.Message[pagetask.Task], o pagetask.Outcome) {
+			if o == pagetask.Rendered || o == pagetask.Stale {
+				d.mu.Lock()
+				if g := d.group(m.Body.URL); g != nil {
+					g.done++
+				}
+				d.mu.Unlock()
+			}
+		},
+	}
+	prog := &Program{Queue: func(ev *host.Event) error {
+		d.observeDeliveries(ev, time.Now())
+		if ev.Batch().Queue() == demoDLQ {
+			for i := range ev.Batch().Len() {
+				if err := duilie.Ack(ev, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return consumer.Queue(ev)
+	}}
+
+	cfg := demoConfig(dir)
+	fmt.Fprintf(stdout, "duilie demo: the embedded engine in %s (removed at the end)\n", dir)
+	fmt.Fprintf(stdout, "  queue %s: batches of up to 10, 4 at once, %d retries 1 s apart, then dead-letter queue %s\n",
+		demoQueue, demoMaxRetries, demoDLQ)
+	var parts []string
+	for _, g := range d.groups {
+		parts = append(parts, fmt.Sprintf("%d %s", g.count, g.label))
+	}
+	fmt.Fprintf(stdout, "  workload: %s\n\n", strings.Join(parts, ", "))
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := startServer(runCtx, cfg, prog, log)
+	if err != nil {
+		return err
+	}
+	d.start = time.Now()
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- d.send(runCtx, s.h, quick) }()
+
+	progress := newDemoProgress(stdout, d.totals().total)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(90 * time.Second)
+	var failure error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			failure = &exitError{130, errors.New("demo interrupted")}
+			break loop
+		case err := <-sendErr:
+			if err != nil {
+				failure = &exitError{exitSoftware, fmt.Errorf("demo: sending: %w", err)}
+				break loop
+			}
+		case err := <-s.fatal:
+			failure = unavailable(err)
+			break loop
+		case <-deadline:
+			failure = &exitError{exitSoftware, errors.New("demo: the workload did not settle within 90 s")}
+			break loop
+		case <-tick.C:
+			t := d.totals()
+			progress.update(time.Since(d.start), t)
+			if t.sent == t.total && t.done+t.dead == t.total {
+				break loop
+			}
+		}
+	}
+	elapsed := time.Since(d.start)
+	cancel()
+	s.shutdown()
+	progress.finish(elapsed, d.totals())
+	if failure != nil {
+		return failure
+	}
+	fmt.Fprint(stdout, d.summary(elapsed))
+	if err := d.check(); err != nil {
+		return &exitError{exitSoftware, err}
+	}
+	return nil
+}
+
+func demoConfig(dir string) *Config {
+	return &Config{
+		File:        "(demo)",
+		Dir:         dir,
+		Permissions: host.Permissions{Queue: []string{demoBinding}},
+		Bindings:    map[string]string{demoBinding: demoQueue},
+		Consumers: []host.ConsumerConfig{
+			{Queue: demoQueue, MaxBatchSize: 10, MaxRetries: demoMaxRetries, RetryDelay: time.Second,
+				DeadLetterQueue: demoDLQ, MaxConcurrency: 4},
+			{Queue: demoDLQ, MaxBatchSize: 10, MaxRetries: 3, MaxConcurrency: 1},
+		},
+		App: AppConfig{TimeLimit: 30 * time.Second, ShutdownGrace: 5 * time.Second},
+		Platform: PlatformConfig{
+			DataDir:   filepath.Join(dir, "data"),
+			Replicas:  1,
+			Sync:      jetstream.SyncInterval,
+			Retention: jetstream.DefaultRetention,
+		},
+	}
+}
+
+// send sends the workload in waves, each one producer event with one 批量发送队列消息, spread
+// over a few seconds so the consumer works while messages arrive.
+func (d *demoState) send(ctx context.Context, h *host.Host, quick bool) error {
+	type item struct {
+		g    *demoGroup
+		body pagetask.Task
+		wait int
+	}
+	var items []item
+	for _, g := range d.groups {
+		for i := range g.count {
+			items = append(items, item{g, g.task(i), g.delay(i)})
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+	d.mu.Lock()
+	for _, it := range items {
+		d.delay[it.body.URL] = it.wait
+	}
+	d.mu.Unlock()
+
+	waves, gap := 24, 250*time.Millisecond
+	if quick {
+		waves, gap = 6, 150*time.Millisecond
+	}
+	per := (len(items) + waves - 1) / waves
+	for len(items) > 0 {
+		wave := items[:min(per, len(items))]
+		items = items[len(wave):]
+		type sendItem struct {
+			Body         pagetask.Task `json:"body"`
+			DelaySeconds int           `json:"delaySeconds,omitempty"`
+		}
+		batch := make([]sendItem, len(wave))
+		for i, it := range wave {
+			batch[i] = sendItem{it.body, it.wait}
+		}
+		text, err := json.Marshal(batch)
+		if err != nil {
+			return err
+		}
+		if err := h.Run(ctx, host.FetchEvent, nil, func(ev *host.Event) error {
+			return duilie.SendBatch(ev, demoBinding, string(text))
+		}); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		for _, it := range wave {
+			it.g.sent++
+		}
+		d.mu.Unlock()
+		if len(items) > 0 {
+			select {
+			case <-time.After(gap):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// summary is the table printed at the end.
+func (d *demoState) summary(elapsed time.Duration) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rows := [][]string{{"workload", "sent", "delivered", "retried", "done", "dead-lettered"}}
+	var t demoGroup
+	for _, g := range d.groups {
+		rows = append(rows, []string{g.label, itoa(g.sent), itoa(g.delivered), itoa(g.retried), itoa(g.done), itoa(g.dead)})
+		t.sent += g.sent
+		t.delivered += g.delivered
+		t.retried += g.retried
+		t.done += g.done
+		t.dead += g.dead
+	}
+	rows = append(rows, []string{"total", itoa(t.sent), itoa(t.delivered), itoa(t.retried), itoa(t.done), itoa(t.dead)})
+
+	var immediate, delayed []time.Duration
+	for _, g := range d.groups {
+		if g.prefix == "/release/" {
+			delayed = append(delayed, g.latency...)
+		} else {
+			immediate = append(immediate, g.latency...)
+		}
+	}
+	lat := [][]string{{"delivery latency (first deliveries)", "p50", "p90", "p99", "max"}}
+	lat = append(lat, latencyRow(fmt.Sprintf("enqueue → handler start (%d)", len(immediate)), immediate))
+	lat = append(lat, latencyRow(fmt.Sprintf("delayed: due time → handler start (%d)", len(delayed)), delayed))
+
+	return fmt.Sprintf("\nall %d messages settled in %.1f s\n\n%s\n%s", t.sent, elapsed.Seconds(), table(rows, 1), table(lat, 1))
+}
+
+// check verifies that the numbers add up: every message was delivered once and then once
+// per retry, and ended done or dead-lettered, the failing ones dead-lettered.
+func (d *demoState) check() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var wrong []string
+	for _, g := range d.groups {
+		wantDead := 0
+		if g.prefix == "/broken/" {
+			wantDead = g.count
+		}
+		if g.sent != g.count || g.delivered != g.sent+g.retried || g.done+g.dead != g.sent || g.dead != wantDead ||
+			len(g.latency) != g.sent {
+			wrong = append(wrong, fmt.Sprintf("%s: sent %d of %d, delivered %d, retried %d, done %d, dead-lettered %d, first deliveries %d",
+				g.label, g.sent, g.count, g.delivered, g.retried, g.done, g.dead, len(g.latency)))
+		}
+	}
+	if len(wrong) > 0 {
+		return errors.New("demo: the numbers do not add up:\n  " + strings.Join(wrong, "\n  "))
+	}
+	return nil
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func latencyRow(label string, ds []time.Duration) []string {
+	if len(ds) == 0 {
+		return []string{label, "-", "-", "-", "-"}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return []string{label, fmtLatency(percentile(s, 50)), fmtLatency(percentile(s, 90)),
+		fmtLatency(percentile(s, 99)), fmtLatency(s[len(s)-1])}
+}
+
+// percentile is the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	rank := (p*len(sorted) + 99) / 100 // ⌈p/100 · n⌉
+	return sorted[max(rank, 1)-1]
+}
+
+func fmtLatency(d time.Duration) string {
+	switch {
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	default:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+}
+
+// demoProgress shows progress: a bar on a terminal, a plain line a second otherwise.
+type demoProgress struct {
+	w     io.Writer
+	total int
+	bar   *progressbar.ProgressBar
+	last  time.Duration // when the last plain line was printed
+	shown string        // and what it said
+}
+
+func newDemoProgress(w io.Writer, total int) *demoProgress {
+	p := &demoProgress{w: w, total: total, last: -time.Second}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetWidth(24),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetItsString("settled"),
+			progressbar.OptionShowDescriptionAtLineEnd(),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetRenderBlankState(true),
+		)
+	}
+	return p
+}
+
+func (p *demoProgress) line(t demoTotals) string {
+	return fmt.Sprintf("sent %d/%d · delivered %d · retried %d · dead-lettered %d · settled %d/%d",
+		t.sent, t.total, t.delivered, t.retried, t.dead, t.done+t.dead, t.total)
+}
+
+func (p *demoProgress) update(elapsed time.Duration, t demoTotals) {
+	if p.bar != nil {
+		p.bar.Describe(p.line(t))
+		_ = p.bar.Set(t.done + t.dead)
+		return
+	}
+	if elapsed-p.last >= time.Second {
+		p.last, p.shown = elapsed, p.line(t)
+		fmt.Fprintf(p.w, "%5.1fs  %s\n", elapsed.Seconds(), p.shown)
+	}
+}
+
+func (p *demoProgress) finish(elapsed time.Duration, t demoTotals) {
+	if p.bar != nil {
+		p.bar.Describe(p.line(t))
+		_ = p.bar.Set(t.done + t.dead)
+		_ = p.bar.Finish()
+		fmt.Fprintln(p.w)
+		return
+	}
+	if p.line(t) != p.shown {
+		fmt.Fprintf(p.w, "%5.1fs  %s\n", elapsed.Seconds(), p.line(t))
+	}
+}

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The Python example end to end: duilie serve runs examples/page-python/app.py per event, with
+// the example's own duilie.toml (listening on a free port instead of 8787).
+func TestPythonExample(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	// python3 may be a slow launcher (pyenv's shim takes a second): put the interpreter
+	// itself first on PATH, so the example's command ["python3", "app.py"] starts fast.
+	out, err := exec.Command(python, "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathEnv := "PATH=" + filepath.Dir(strings.TrimSpace(string(out))) + string(os.PathListSeparator) + os.Getenv("PATH")
+
+	dir := t.TempDir()
+	app, err := os.ReadFile("../../examples/page-python/app.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toml, err := os.ReadFile("../../examples/page-python/duilie.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const listen = `listen = "127.0.0.1:8787"`
+	if !strings.Contains(string(toml), listen) {
+		t.Fatalf("the example's duilie.toml no longer has %s", listen)
+	}
+	toml = []byte(strings.Replace(string(toml), listen, `listen = "127.0.0.1:0"`, 1))
+	os.WriteFile(filepath.Join(dir, "app.py"), app, 0o644)
+	cfg := filepath.Join(dir, "duilie.toml")
+	os.WriteFile(cfg, toml, 0o644)
+
+	s := startServe(t, cfg, pathEnv)
+	base := regexp.MustCompile(`url=(http://\S+)/`).FindStringSubmatch(s.waitLog(`listening for fetch events`, 1))[1]
+
+	// duilie send → a queue event renders it.
+	if r := runDuilie(t, `{"kind":"page","url":"/e2e/sent","version":"v8"}`, nil, "send", "--binding", "PAGE_QUEUE", "--config", cfg); r.code != 0 {
+		t.Fatalf("send: %+v", r)
+	}
+	s.waitLog(`msg="program output" event=\w+ kind=queue queue=page-render stream=stderr line="rendered page url=/e2e/sent version=v8 attempts=1"`, 1)
+
+	// A fetch event (the CGI script) sends; the failing task is retried after its backoff.
+	post := func(body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(base+"/tasks", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(`{"kind":"release","url":"/e2e/fail","version":"v8","fail":true}`); code != 202 || body != "queued\n" {
+		t.Fatalf("POST /tasks: %d %q", code, body)
+	}
+	s.waitLog(`line="render failed: retry url=/e2e/fail attempts=1 delay_s=30"`, 1)
+	s.waitLog(`msg="queue event" event=[0-9a-f]+ queue=page-render batch=1 outcome=ok .*acked=0 retried=1 dead=0`, 1)
+	r := runDuilie(t, "", nil, "queues", "--json", "--config", cfg)
+	var stats []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &stats); err != nil || r.code != 0 {
+		t.Fatalf("queues --json: %+v", r)
+	}
+	if len(stats) != 2 || stats[1]["queue"] != "page-render" || stats[1]["delayed"] != 1.0 || len(stats[1]) != 4 {
+		t.Errorf("queues --json: %s; want page-render with the retried task delayed", r.stdout)
+	}
+
+	if code, body := post(`{"kind":"page","url":"/e2e/old","version":"v7"}`); code != 202 {
+		t.Fatalf("POST /tasks: %d %q", code, body)
+	}
+	s.waitLog(`line="stale task: acked url=/e2e/old version=v7 current=v8"`, 1)
+
+	// The interface's exception reaches the client as the script chose: 400 with its message.
+	if code, body := post(`{"kind":`); code != 400 || body != "消息体不是有效的 JSON 文字\n" {
+		t.Errorf("POST bad JSON: %d %q", code, body)
+	}
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" || !strings.Contains(string(page), `<form method="post" action="/tasks">`) {
+		t.Errorf("GET /: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), page)
+	}
+	s.waitLog(`msg="fetch event" event=\w+ method=GET path=/ status=200 outcome=ok`, 1)
+	if code, _ := s.stop(); code != 0 {
+		t.Errorf("serve exit %d", code)
+	}
+}

@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/jetstream"
+)
+
+func newSend(opts Options) *cobra.Command {
+	var binding, configPath string
+	var delay int
+	c := &cobra.Command{
+		Use:                   "send --binding B [--delay N] [--config F]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Send one message, the JSON body read on stdin, to a binding's queue",
+		Long: `send runs 发送队列消息 in a host event, with the configuration's permissions and bindings:
+stdin, taken byte for byte (a trailing newline is JSON whitespace and counts toward the
+size), is the body. It reaches a running serve on the same configuration, or opens the data
+directory itself when none runs; the message is delivered once a serve consumes the queue.
+
+Exit status: 0 when the platform accepted the message, printing nothing; 1 with the
+exception's message on stderr (a bad body or delay, or the platform refused); 2 with the
+abort's message (the binding is not permitted, or not configured); 64 usage; 78 the
+configuration; 69 the engine or cluster is unavailable.`,
+		Example: `  echo '{"kind":"page","url":"/release/x","version":"v8"}' | ` + opts.Name + ` send --binding PAGE_QUEUE
+  ` + opts.Name + ` send --binding PAGE_QUEUE --delay 30 --config examples/page-go/duilie.toml < examples/task.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("binding") {
+				return usageErr("send needs --binding, the binding that names the queue")
+			}
+			return sendEvent(cmd, configPath, func(ev *host.Event, in []byte) error {
+				return duilie.Send(ev, binding, string(in), delay)
+			})
+		},
+	}
+	c.Flags().StringVar(&binding, "binding", "", "the binding to send to, as the program would (required)")
+	c.Flags().IntVar(&delay, "delay", 0, "deliver after this many seconds (0–43200)")
+	c.Flags().StringVar(&configPath, "config", DefaultConfigFile, "configuration file")
+	return c
+}
+
+func newSendBatch(opts Options) *cobra.Command {
+	var binding, configPath string
+	c := &cobra.Command{
+		Use:                   "send-batch --binding B [--config F]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Send a batch of messages, a JSON array read on stdin, to a binding's queue",
+		Long: `send-batch runs 批量发送队列消息 in a host event: stdin, taken byte for byte, is a JSON array
+of 1–100 items {"body": any JSON value, "delaySeconds": optional 0–43200}. Nothing is sent
+unless every item passes its checks. Like send, it reaches a running serve or opens the
+data directory itself; exit statuses are those of send.`,
+		Example: `  echo '[{"body":{"kind":"page","url":"/a","version":"v8"}},{"body":{"kind":"release","url":"/b","version":"v8"},"delaySeconds":60}]' |
+    ` + opts.Name + ` send-batch --binding PAGE_QUEUE`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("binding") {
+				return usageErr("send-batch needs --binding, the binding that names the queue")
+			}
+			return sendEvent(cmd, configPath, func(ev *host.Event, in []byte) error {
+				return duilie.SendBatch(ev, binding, string(in))
+			})
+		},
+	}
+	c.Flags().StringVar(&binding, "binding", "", "the binding to send to, as the program would (required)")
+	c.Flags().StringVar(&configPath, "config", DefaultConfigFile, "configuration file")
+	return c
+}
+
+// sendEvent runs send in one fetch-kind host event on the configured platform, with stdin as
+// its input. The platform opens only when the event first resolves a binding, so a body that
+// fails its checks, or a binding that aborts, never touches the engine.
+func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, in []byte) error) error {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return err
+	}
+	in, err := io.ReadAll(cmd.InOrStdin())
+	if err != nil {
+		return &exitError{exitIOErr, fmt.Errorf("reading stdin: %w", err)}
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	lp := &lazyPlatform{open: func(ctx context.Context) (*jetstream.Platform, error) {
+		return openPlatform(ctx, cfg, false, quiet)
+	}}
+	defer lp.Close()
+	h, err := host.New(host.Config{
+		Platform:    lp,
+		Permissions: cfg.Permissions,
+		Bindings:    cfg.Bindings,
+		TimeLimit:   cfg.App.TimeLimit,
+		Logger:      quiet,
+	})
+	if err != nil {
+		return &exitError{exitSoftware, err}
+	}
+	failure := h.Run(cmd.Context(), host.FetchEvent, nil, func(ev *host.Event) error { return send(ev, in) })
+	if err := lp.openErr(); err != nil {
+		return err // the host saw only a missing queue; the engine's own error says more
+	}
+	if failure != nil {
+		return failure
+	}
+	// Closing drains the connection, so the message has reached the engine when we exit 0.
+	if err := lp.Close(); err != nil {
+		return unavailable(fmt.Errorf("closing the platform: %w", err))
+	}
+	return nil
+}
+
+// lazyPlatform opens the real platform on first use.
+type lazyPlatform struct {
+	open func(ctx context.Context) (*jetstream.Platform, error)
+
+	mu  sync.Mutex
+	p   *jetstream.Platform
+	err error
+}
+
+var _ platform.Platform = (*lazyPlatform)(nil)
+
+func (l *lazyPlatform) get(ctx context.Context) (*jetstream.Platform, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.p == nil && l.err == nil {
+		l.p, l.err = l.open(ctx)
+	}
+	return l.p, l.err
+}
+
+func (l *lazyPlatform) openErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *lazyPlatform) Queue(ctx context.Context, name string) (platform.Queue, error) {
+	p, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.Queue(ctx, name)
+}
+
+func (l *lazyPlatform) Consume(ctx context.Context, name string, opts platform.ConsumerOptions) (platform.Consumer, error) {
+	p, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.Consume(ctx, name, opts)
+}
+
+func (l *lazyPlatform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
+	p, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.Stats(ctx)
+}
+
+func (l *lazyPlatform) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.p == nil {
+		return nil
+	}
+	return l.p.Close()
+}
