@@ -169,7 +169,8 @@ func (e *env) consume(cc host.ConsumerConfig, handle func(ev *host.Event, b batc
 				e.t.Errorf("ReadBatch returned invalid JSON %q: %v", text, err)
 				return err
 			}
-			c.events <- seen{b, at}
+			// Reported once handle returns, so what it wrote is visible to the test.
+			defer func() { c.events <- seen{b, at} }()
 			if handle == nil {
 				return nil
 			}
