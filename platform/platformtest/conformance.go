@@ -631,6 +631,8 @@ func testForeignBodies(t *testing.T, hn Harness) {
 		{"bad json", []platform.Message{{Body: []byte("{"), ContentType: platform.JSON}}, "队列消息正文不是 JSON 值：序号 0"},
 		{"marker", []platform.Message{{Body: []byte("1"), ContentType: platform.JSON}, {Body: []byte("2"), ContentType: platform.JSON}, {Body: []byte(`[{"$句柄":1}]`), ContentType: platform.JSON}}, "队列消息正文不是 JSON 值：序号 2"},
 		{"infinity", []platform.Message{{Body: []byte(`{"n":1e999}`), ContentType: platform.JSON}}, "队列消息正文不是 JSON 值：序号 0"},
+		{"32 levels", []platform.Message{{Body: []byte(nested(32, "0")), ContentType: platform.JSON}}, nested(32, "0")},
+		{"33 levels abort", []platform.Message{{Body: []byte("1"), ContentType: platform.JSON}, {Body: []byte(nested(33, "0")), ContentType: platform.JSON}}, "宿主结果嵌套过深"},
 		{"normalized", []platform.Message{{Body: []byte(` { "b" : 1E2 , "a" : -0 } `), ContentType: platform.JSON}}, `{"b":100,"a":0}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -658,7 +660,7 @@ func testForeignBodies(t *testing.T, hn Harness) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("no event")
 			}
-			if strings.HasPrefix(tc.want, "队列") {
+			if strings.HasPrefix(tc.want, "队列") || strings.HasPrefix(tc.want, "宿主") {
 				if text != tc.want {
 					t.Fatalf("got %q, want exception %q", text, tc.want)
 				}
