@@ -34,17 +34,24 @@ func send(ev *Event, binding string, body []byte, delaySeconds int) error {
 		return err
 	}
 	q, err := ev.Queue(binding)
-	if err != nil {
-		return err
+	if err == nil {
+		opts := platform.SendOptions{ContentType: platform.JSON, DelaySeconds: delaySeconds}
+		err = q.Send(ev.Context(), norm, opts)
 	}
-	opts := platform.SendOptions{ContentType: platform.JSON, DelaySeconds: delaySeconds}
-	if err := q.Send(ev.Context(), norm, opts); err != nil {
-		if abort := ev.Err(); abort != nil {
-			return abort // the event ran out of time while the platform worked
-		}
-		return exception(msgSendFailed + err.Error())
+	return platformFailure(ev, err, msgSendFailed)
+}
+
+// platformFailure turns what the platform said into the exception the program sees: prefix and
+// the platform's own message, verbatim. An abort stays an abort, including one that came while
+// the platform worked (the event ran out of time).
+func platformFailure(ev *Event, err error, prefix string) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	if abort := ev.Err(); abort != nil {
+		return abort
+	}
+	return exception(prefix + err.Error())
 }
 
 // SendBatch is 批量发送队列消息: it sends a batch given as the JSON text of an array of 1–100
@@ -63,16 +70,10 @@ func SendBatch(ev *Event, binding, items string) error {
 		return err
 	}
 	q, err := ev.Queue(binding)
-	if err != nil {
-		return err
+	if err == nil {
+		err = q.SendBatch(ev.Context(), checked)
 	}
-	if err := q.SendBatch(ev.Context(), checked); err != nil {
-		if abort := ev.Err(); abort != nil {
-			return abort
-		}
-		return exception(msgBatchSendFail + err.Error())
-	}
-	return nil
+	return platformFailure(ev, err, msgBatchSendFail)
 }
 
 // SendValue sends v, encoded with encoding/json, as Send sends a JSON text: the same checks,

@@ -74,16 +74,17 @@ func (e *Event) Err() error {
 }
 
 // Queue resolves a binding to its queue (SPEC §8.2). A binding the permissions do not list, or
-// one the deployment does not configure, aborts the event.
+// one the deployment does not configure, aborts the event: the error is then an *Abort. Any
+// other error is the platform's failure to provide the queue (the engine is unreachable, say).
 func (e *Event) Queue(binding string) (platform.Queue, error) {
 	if err := e.Err(); err != nil {
 		return nil, err
 	}
-	q, reason := e.host.resolve(e.ctx, binding)
+	q, reason, err := e.host.resolve(e.ctx, binding)
 	if reason != "" {
 		return nil, e.Abort(reason)
 	}
-	return q, nil
+	return q, err
 }
 
 // Batch is the batch of a queue event: the messages in index order, and the program's ack and

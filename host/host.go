@@ -92,30 +92,29 @@ func (h *Host) Platform() platform.Platform { return h.cfg.Platform }
 // once running events have had their grace period. Their messages are redelivered.
 func (h *Host) Halt() { h.haltFunc() }
 
-// resolve finds a binding's queue, or says why the event must abort.
-func (h *Host) resolve(ctx context.Context, binding string) (platform.Queue, string) {
+// resolve finds a binding's queue, or says why the event must abort, or returns the
+// platform's failure to provide the queue.
+func (h *Host) resolve(ctx context.Context, binding string) (q platform.Queue, abort string, err error) {
 	if !h.permitted[binding] {
-		return nil, abortNotPermitted + binding
+		return nil, abortNotPermitted + binding, nil
 	}
 	name, ok := h.cfg.Bindings[binding]
 	if !ok {
-		return nil, abortNoBinding + binding
+		return nil, abortNoBinding + binding, nil
 	}
 	h.mu.Lock()
-	q, ok := h.queues[name]
+	q, ok = h.queues[name]
 	h.mu.Unlock()
 	if ok {
-		return q, ""
+		return q, "", nil
 	}
-	q, err := h.cfg.Platform.Queue(ctx, name)
-	if err != nil {
-		// The platform cannot provide a configured queue: the deployment is broken.
-		return nil, abortNoBinding + binding
+	if q, err = h.cfg.Platform.Queue(ctx, name); err != nil {
+		return nil, "", err
 	}
 	h.mu.Lock()
 	h.queues[name] = q
 	h.mu.Unlock()
-	return q, ""
+	return q, "", nil
 }
 
 // Run runs handler as one event of the given kind (with batch b for a queue event, nil
