@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ type consumer struct {
 	until  time.Time // when to stop waiting for the outstanding request to end
 	seq    uint64
 	stash  []*nats.Msg // delivered after a Receive gave up waiting; handed to the next one
+	held   []*nats.Msg // fired before their due time (scheduleLead), by due time; handed over when due
 
 	closeOnce sync.Once
 }
@@ -138,7 +140,9 @@ func (c *consumer) receive(ctx context.Context, limit int) ([]platform.Delivery,
 				c.open = ""
 			}
 		}
-		if len(got) < limit {
+		if due := dueOf(m); due.After(time.Now()) {
+			c.hold(m, due)
+		} else if len(got) < limit {
 			got = append(got, m)
 		} else {
 			c.stash = append(c.stash, m)
@@ -146,10 +150,12 @@ func (c *consumer) receive(ctx context.Context, limit int) ([]platform.Delivery,
 		return nil
 	}
 
-	// Messages that arrived after an earlier Receive gave up come first.
+	// Messages that arrived after an earlier Receive gave up come first, then held messages
+	// whose time has come.
 	n := min(len(c.stash), limit)
 	got = append(got, c.stash[:n]...)
 	c.stash = c.stash[n:]
+	got = c.release(got, limit)
 	for len(got) < limit {
 		m, err := c.sub.NextMsg(0)
 		if err != nil {
@@ -179,13 +185,20 @@ func (c *consumer) receive(ctx context.Context, limit int) ([]platform.Delivery,
 				return nil, err
 			}
 		}
-		wait, cancelWait := context.WithDeadline(ctx, c.until)
+		deadline := c.until
+		if len(c.held) > 0 {
+			deadline = minTime(deadline, dueOf(c.held[0]))
+		}
+		wait, cancelWait := context.WithDeadline(ctx, deadline)
 		m, err := c.sub.NextMsgWithContext(wait)
 		cancelWait()
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
 				return nil, c.ctxErr(ctx) // the request stays open; what it brings goes to the next Receive
+			case errors.Is(err, context.DeadlineExceeded) && len(c.held) > 0 && !time.Now().Before(dueOf(c.held[0])):
+				got = c.release(got, limit) // a held message is due
+				continue
 			case errors.Is(err, context.DeadlineExceeded):
 				c.open = "" // its end was lost (a reconnect, a new leader): ask again
 				continue
@@ -207,6 +220,44 @@ func (c *consumer) receive(ctx context.Context, limit int) ([]platform.Delivery,
 		}
 	}
 	return c.deliveries(got), nil
+}
+
+// dueOf is when a delayed message is due (Duilie-Due), or the zero time for any other.
+func dueOf(m *nats.Msg) time.Time {
+	ms, err := strconv.ParseInt(m.Header.Get(hdrDue), 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// hold keeps m, which fired before its due time, until then. Messages due at the same time
+// keep their order.
+func (c *consumer) hold(m *nats.Msg, due time.Time) {
+	i := slices.IndexFunc(c.held, func(h *nats.Msg) bool { return dueOf(h).After(due) })
+	if i < 0 {
+		i = len(c.held)
+	}
+	c.held = slices.Insert(c.held, i, m)
+}
+
+// release moves held messages that are due now onto got, up to limit.
+func (c *consumer) release(got []*nats.Msg, limit int) []*nats.Msg {
+	now := time.Now()
+	n := 0
+	for n < len(c.held) && len(got) < limit && !dueOf(c.held[n]).After(now) {
+		got = append(got, c.held[n])
+		n++
+	}
+	c.held = c.held[n:]
+	return got
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // ctxErr is the error of a Receive whose ctx ended: ErrClosed if Close ended it.
@@ -421,8 +472,8 @@ func (c *consumer) Settle(ctx context.Context, s platform.Settlement) error {
 
 // giveBack returns messages that reached this consumer but were never handed to the host: each
 // is copied back to the queue with its attempts unchanged (this delivery never reached a
-// program) and then acked, so it is ready again at once, even after a restart. A message whose
-// copy fails is nakked instead.
+// program) and then acked, so it is ready again at once (or at its due time, if it was held),
+// even after a restart. A message whose copy fails is nakked instead.
 func (c *consumer) giveBack(ms []*nats.Msg) {
 	if len(ms) == 0 {
 		return
@@ -430,9 +481,15 @@ func (c *consumer) giveBack(ms []*nats.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	var moves []move
-	for _, d := range c.deliveries(ms) {
+	for _, m := range ms {
+		ds := c.deliveries([]*nats.Msg{m})
+		if len(ds) == 0 {
+			continue
+		}
+		d := ds[0]
 		t, _ := tokenOf(d)
-		f, err := c.publishCopy(c.q, d, d.Attempts-1, 0, "again")
+		// A message held until its due time goes back as a schedule for that time.
+		f, err := c.publishCopy(c.q, d, d.Attempts-1, time.Until(dueOf(m)), "again")
 		if err != nil {
 			_ = c.nc.Publish(t.reply, ackNak)
 			continue
@@ -482,8 +539,8 @@ func (c *consumer) Close() error {
 		defer c.mu.Unlock()
 		c.closed = true
 		// Drain unsubscribes and lets through whatever the server sent before it saw that.
-		left := c.stash
-		c.stash = nil
+		left := append(c.stash, c.held...)
+		c.stash, c.held = nil, nil
 		if err := c.sub.Drain(); err == nil {
 			for {
 				m, err := c.sub.NextMsg(drainWait)

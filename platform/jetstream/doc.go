@@ -28,8 +28,14 @@
 // and the ready subject as its target; at its due time JetStream stores a new message on the
 // ready subject and purges the schedule, in one step. Because that message has a new timestamp
 // and no Nats-Msg-Id, a message's identity travels in duilie's own headers: Duilie-Id (32
-// lowercase hex), Duilie-Time (enqueue time in Unix ms), Duilie-Type (content type) and
-// Duilie-Attempts (deliveries before this stream message, on retries).
+// lowercase hex), Duilie-Time (enqueue time in Unix ms), Duilie-Type (content type),
+// Duilie-Attempts (deliveries before this stream message, on retries) and Duilie-Due (a delayed
+// message's due time in Unix ms).
+//
+// JetStream's scheduler runs at most every 250 ms, so a schedule fires up to a quarter second
+// after its time. A delayed message is therefore scheduled 150 ms before it is due, and the
+// consumer holds one that fired early until its Duilie-Due: never early, and typically tens of
+// milliseconds late instead of a hundred and fifty.
 //
 // Messages expire Config.Retention after they become ready (a per-message TTL; a schedule lives
 // until its due time plus the retention). The stream's MaxAge exceeds every such TTL and only
@@ -41,8 +47,9 @@
 // no_wait and an expiry: JetStream holds it until at least one message is ready, then answers
 // with every ready message up to the limit and ends it. Nothing is fetched ahead, so a message
 // the host never asked for is neither delivered nor counted as an attempt. The rare message that
-// arrives after a Receive gave up waiting is kept for the next one; Close gives any left back
-// to the queue, ready at once, with attempts unchanged.
+// arrives after a Receive gave up waiting is kept for the next one; so is a delayed message held
+// until it is due. Close gives any left back to the queue, ready at once, with attempts
+// unchanged.
 //
 // attempts is JetStream's delivery count of the stream message plus Duilie-Attempts, so every
 // redelivery counts: a retry, a failed event, an ack wait that ran out, a crash.

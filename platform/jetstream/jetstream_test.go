@@ -636,3 +636,30 @@ func TestRedeliverBeforeRestart(t *testing.T) {
 	}
 	nothing(t, c, 300*time.Millisecond)
 }
+
+// A delayed message fires before its due time and is held until then; one still held when its
+// consumer closes goes back to the queue, ready, with its attempts unchanged.
+func TestHeldUntilDue(t *testing.T) {
+	t.Parallel()
+	p := open(t, Config{})
+	q := queueOf(t, p, "q")
+	c := consume(t, p, "q", time.Minute)
+	sent := time.Now()
+	send(t, q, `"due in 1 s"`, 1)
+	// The schedule fires about 150 ms early; the Receive gives up before the message is due.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second-100*time.Millisecond)
+	ds, err := c.Receive(ctx, 1)
+	cancel()
+	if err == nil {
+		t.Fatalf("delivered %v after sending, before its due time: %+v", time.Since(sent), ds)
+	}
+	if s := stats(t, p); s[0].InFlight != 1 {
+		t.Fatalf("the early message is not held: %+v", s)
+	}
+	c.Close()
+	c = consume(t, p, "q", time.Minute)
+	got := receive(t, c, 1, time.Second)
+	if string(got[0].Body) != `"due in 1 s"` || got[0].Attempts != 1 || time.Since(sent) < time.Second {
+		t.Fatalf("after Close: %+v at %v", got[0].Message, time.Since(sent))
+	}
+}

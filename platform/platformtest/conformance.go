@@ -104,7 +104,7 @@ func testRow02DelayBounds(t *testing.T, hn Harness) {
 		}
 	}
 	e.wantCalls(`send(1, {"contentType":"json","delaySeconds":30})`, `send(1, {"contentType":"json","delaySeconds":43200})`)
-	eventually(t, 5*time.Second, "two delayed messages", func() bool {
+	eventually(t, 10*time.Second, "two delayed messages", func() bool {
 		s := e.stats(queueName)
 		return s.Delayed == 2 && s.Ready == 0
 	})
@@ -324,7 +324,7 @@ func testRow10AckRetryLeave(t *testing.T, hn Harness) {
 			e.eventuallyCalls(`sendBatch([{"body":0,"contentType":"json"},{"body":1,"contentType":"json"},{"body":2,"contentType":"json"}])`,
 				"ack("+ids[0].ID+")", "retry("+ids[1].ID+`, {"delaySeconds":`+fmt.Sprint(delay)+`})`)
 			if delay == 30 {
-				eventually(t, 5*time.Second, "one delayed retry", func() bool { return e.stats(queueName).Delayed == 1 })
+				eventually(t, 10*time.Second, "one delayed retry", func() bool { return e.stats(queueName).Delayed == 1 })
 				return
 			}
 			again := c.next(10 * time.Second)
@@ -839,7 +839,7 @@ func testRetriesThenDrop(t *testing.T, hn Harness) {
 		t.Errorf("attempts %d", m.Attempts)
 	}
 	c.none(500 * time.Millisecond)
-	eventually(t, 5*time.Second, "the platform holds nothing", func() bool {
+	eventually(t, 10*time.Second, "the platform holds nothing", func() bool {
 		s := e.stats(queueName)
 		return s.Ready+s.Delayed+s.InFlight == 0
 	})
@@ -992,7 +992,7 @@ func testStats(t *testing.T, hn Harness) {
 	if err := e.send(`3`, 600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "2 ready, 1 delayed", func() bool {
+	eventually(t, 10*time.Second, "2 ready, 1 delayed", func() bool {
 		s := e.stats(queueName)
 		return s.Ready == 2 && s.Delayed == 1 && s.InFlight == 0
 	})
@@ -1000,12 +1000,12 @@ func testStats(t *testing.T, hn Harness) {
 	cc := config(queueName)
 	cc.MaxBatchSize, cc.MaxBatchTimeout = 2, time.Second
 	e.consume(cc, func(ev *host.Event, b batchText) error { <-release; return nil })
-	eventually(t, 5*time.Second, "2 in flight, 1 delayed", func() bool {
+	eventually(t, 10*time.Second, "2 in flight, 1 delayed", func() bool {
 		s := e.stats(queueName)
 		return s.Ready == 0 && s.Delayed == 1 && s.InFlight == 2
 	})
 	close(release)
-	eventually(t, 5*time.Second, "1 delayed", func() bool {
+	eventually(t, 10*time.Second, "1 delayed", func() bool {
 		s := e.stats(queueName)
 		return s.Ready == 0 && s.Delayed == 1 && s.InFlight == 0
 	})

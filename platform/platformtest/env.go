@@ -281,12 +281,15 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
-// stats returns one queue's stats.
+// stats returns one queue's stats, for conditions polled with eventually. A failing Stats call
+// (a cluster still electing a new consumer's leader answers slowly) is logged and reads as
+// counts that match no condition, so polling goes on.
 func (e *env) stats(queue string) platform.QueueStats {
 	e.t.Helper()
 	all, err := e.p.Stats(e.ctx)
 	if err != nil {
-		e.t.Fatalf("Stats: %v", err)
+		e.t.Logf("Stats: %v", err)
+		return platform.QueueStats{Queue: queue, Ready: -1, Delayed: -1, InFlight: -1}
 	}
 	for _, s := range all {
 		if s.Queue == queue {
