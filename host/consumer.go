@@ -75,12 +75,21 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Running events finish on their own time limit even when ctx ends; after Halt nothing new
+	// is taken.
+	events := context.WithoutCancel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.halt, cancel)()
 	slots := make(chan struct{}, cc.MaxConcurrency)
 	backoff := 100 * time.Millisecond
 	for {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
+			return nil
+		}
+		if ctx.Err() != nil { // both were ready, and select chose the slot
 			return nil
 		}
 		ds, err := collect(ctx, c, cc)
@@ -103,13 +112,34 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		if len(ds) == 0 { // a platform that broke Receive's promise: never run an empty batch
+			<-slots
+			continue
+		}
+		if h.halt.Err() != nil {
+			// Halted while the batch was filling: no event can run it. Give its messages back
+			// without counting a delivery that never reached the program.
+			<-slots
+			h.release(events, cc, c, ds)
+			return nil
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			// Running events finish on their own time limit even when ctx ends.
-			_ = h.RunBatch(context.WithoutCancel(ctx), cc, c, ds, handler)
+			_ = h.RunBatch(events, cc, c, ds, handler)
 		}()
+	}
+}
+
+// release gives deliveries back to the platform, ready again with their attempts unchanged.
+func (h *Host) release(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery) {
+	s := platform.Settlement{Queue: cc.Queue, Messages: make([]platform.Resolution, len(ds))}
+	for i, d := range ds {
+		s.Messages[i] = platform.Resolution{Delivery: d, Action: platform.Action{Kind: platform.Release}}
+	}
+	if err := c.Settle(ctx, s); err != nil {
+		h.log.Error("release undelivered messages", "queue", cc.Queue, "err", err)
 	}
 }
 
@@ -169,19 +199,13 @@ func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 	s := Resolve(cc, b, failure != nil)
 	settleErr := c.Settle(ctx, s)
 
-	acked, retried, dead := 0, 0, 0
+	var count [platform.Release + 1]int
 	for _, r := range s.Messages {
-		switch r.Action.Kind {
-		case platform.Done:
-			acked++
-		case platform.Redeliver:
-			retried++
-		default:
-			dead++
-		}
+		count[r.Action.Kind]++
 	}
 	attrs := []any{"event", id, "queue", cc.Queue, "batch", len(live), "outcome", Outcome(failure),
-		"duration", time.Since(start).Round(time.Microsecond), "acked", acked, "retried", retried, "dead", dead}
+		"duration", time.Since(start).Round(time.Microsecond), "acked", count[platform.Done],
+		"retried", count[platform.Redeliver], "dead", count[platform.DeadLetter], "dropped", count[platform.Drop]}
 	if failure != nil {
 		attrs = append(attrs, "err", failure.Error())
 	}

@@ -142,12 +142,17 @@ func (h *Host) runEvent(ctx context.Context, kind Kind, b *Batch, handler Handle
 func (h *Host) run(ev *Event, body func() error) error {
 	done := make(chan error, 1)
 	go func() {
+		returned := false
 		defer func() {
 			if p := recover(); p != nil {
 				done <- fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+			} else if !returned {
+				done <- errors.New("the handler exited its goroutine (runtime.Goexit) without returning")
 			}
 		}()
-		done <- body()
+		err := body()
+		returned = true
+		done <- err
 	}()
 	var err error
 	select {

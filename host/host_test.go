@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -275,5 +276,75 @@ func TestConsumeEndsWhenPlatformCloses(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Consume kept going on a closed platform")
+	}
+}
+
+// A handler that leaves its goroutine with runtime.Goexit (t.FailNow does) fails its event at
+// once, not at the time limit.
+func TestGoexitFailsAtOnce(t *testing.T) {
+	h := newHost(t, memory.New(memory.Options{}), 10*time.Second)
+	start := time.Now()
+	err := h.Run(context.Background(), host.FetchEvent, nil, func(*host.Event) error { runtime.Goexit(); return nil })
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("got %v after %v", err, time.Since(start))
+	}
+}
+
+// After Halt a consumer takes nothing new: messages stay ready with their attempts.
+func TestConsumeStopsAtHalt(t *testing.T) {
+	p := memory.New(memory.Options{})
+	h := newHost(t, p, 0)
+	cc := host.DefaultConsumerConfig("qa")
+	cc.MaxBatchTimeout = 0
+	done := make(chan error)
+	var ran atomic.Int32
+	go func() {
+		done <- h.Consume(context.Background(), cc, func(*host.Event) error { ran.Add(1); return nil })
+	}()
+	time.Sleep(50 * time.Millisecond)
+	h.Halt()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Consume kept going after Halt")
+	}
+	p.Put("qa", platform.Message{ID: "1", Attempts: 1, Body: []byte("1"), ContentType: platform.JSON})
+	if s, _ := p.Stats(context.Background()); s[0].Ready != 1 || ran.Load() != 0 {
+		t.Errorf("after Halt: %+v, %d events", s, ran.Load())
+	}
+}
+
+// A consumer whose ctx has ended starts no batch, even with messages ready and a slot free.
+func TestConsumeTakesNothingAfterCancel(t *testing.T) {
+	for range 20 {
+		p := memory.New(memory.Options{})
+		h := newHost(t, p, 0)
+		for i := range 5 {
+			p.Put("qa", platform.Message{ID: string(rune('a' + i)), Body: []byte("1"), ContentType: platform.JSON})
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		cc := host.DefaultConsumerConfig("qa")
+		cc.MaxBatchSize, cc.MaxBatchTimeout = 1, 0
+		var ran atomic.Int32
+		if err := h.Consume(ctx, cc, func(*host.Event) error { ran.Add(1); return nil }); err != nil || ran.Load() != 0 {
+			t.Fatalf("a cancelled Consume ran %d events (%v)", ran.Load(), err)
+		}
+	}
+}
+
+// Messages collected for a batch when the host halts go back without an attempt counted.
+func TestReleaseKeepsAttempts(t *testing.T) {
+	p := memory.New(memory.Options{})
+	c, _ := p.Consume(context.Background(), "qa", platform.ConsumerOptions{})
+	p.Put("qa", platform.Message{ID: "x", Attempts: 2, Body: []byte("1"), ContentType: platform.JSON})
+	ds, _ := c.Receive(context.Background(), 1)
+	c.Settle(context.Background(), platform.Settlement{Queue: "qa", Messages: []platform.Resolution{{Delivery: ds[0], Action: platform.Action{Kind: platform.Release}}}})
+	again, _ := c.Receive(context.Background(), 1)
+	if again[0].Attempts != 2 {
+		t.Errorf("released message came back with attempts %d, want 2", again[0].Attempts)
 	}
 }

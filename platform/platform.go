@@ -133,6 +133,7 @@ const (
 	Redeliver                    // deliver it again after Delay, with attempts + 1
 	DeadLetter                   // move it to Queue with the same id, timestamp and body, attempts from 1
 	Drop                         // delete it: retries are exhausted and there is no dead-letter queue
+	Release                      // make it ready again at once without counting this delivery: no program saw it
 )
 
 // Action is one settlement decision.

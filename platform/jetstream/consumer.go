@@ -115,6 +115,9 @@ func (c *consumer) receive(ctx context.Context, limit int) ([]platform.Delivery,
 	if c.closed {
 		return nil, platform.ErrClosed
 	}
+	if ctx.Err() != nil { // an ended ctx takes nothing, even what is already buffered
+		return nil, c.ctxErr(ctx)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.life, cancel)()
@@ -393,8 +396,7 @@ func parseAckReply(reply string) (ackMeta, bool) {
 
 // InProgress restarts the deliveries' ack wait. A delivery received within the last twentieth
 // of the ack wait is skipped: its wait has barely begun, and every progress signal costs the
-// server a write of the consumer's state (the host signals each batch as soon as its event
-// starts).
+// server a write of the consumer's state.
 func (c *consumer) InProgress(ctx context.Context, ds []platform.Delivery) error {
 	fresh := time.Now().Add(-c.ackWait / 20)
 	for _, d := range ds {
@@ -452,6 +454,8 @@ func (c *consumer) Settle(ctx context.Context, s platform.Settlement) error {
 			continue
 		case platform.Redeliver:
 			f, err = c.publishCopy(c.q, r.Delivery, r.Attempts, r.Action.Delay, "again")
+		case platform.Release:
+			f, err = c.publishCopy(c.q, r.Delivery, r.Attempts-1, 0, "again")
 		case platform.DeadLetter:
 			var dlq *queue
 			if dlq, err = c.q.p.queue(ctx, r.Action.Queue); err == nil {

@@ -55,8 +55,7 @@
 // redelivery counts: a retry, a failed event, an ack wait that ran out, a crash.
 //
 // InProgress sends JetStream's progress signal, except for deliveries received within the last
-// twentieth of the ack wait: each signal costs the server a write of the consumer's state, and
-// the host signals every batch as its event starts.
+// twentieth of the ack wait: each signal costs the server a write of the consumer's state.
 //
 // # Settling
 //

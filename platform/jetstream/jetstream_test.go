@@ -663,3 +663,37 @@ func TestHeldUntilDue(t *testing.T) {
 		t.Fatalf("after Close: %+v at %v", got[0].Message, time.Since(sent))
 	}
 }
+
+// A second process waits, within its context, for a holder that does not serve to release the
+// data directory: parallel local commands take turns instead of failing.
+func TestLockWaitsForShortHolder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := Open(context.Background(), Config{DataDir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(attachWait + 500*time.Millisecond); first.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	second, err := Open(ctx, Config{DataDir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatalf("waiting for a holder that lets go after %v: %v", attachWait+500*time.Millisecond, err)
+	}
+	second.Close()
+}
+
+// Release makes a message ready again without counting the delivery no program saw.
+func TestRelease(t *testing.T) {
+	t.Parallel()
+	p := open(t, Config{})
+	q := queueOf(t, p, "q")
+	c := consume(t, p, "q", time.Minute)
+	send(t, q, `"r"`, 0)
+	first := receive(t, c, 1, time.Second)
+	settle(t, c, "q", platform.Action{Kind: platform.Release}, first...)
+	again := receive(t, c, 1, time.Second)
+	if again[0].ID != first[0].ID || again[0].Attempts != 1 {
+		t.Fatalf("released message came back as %+v", again[0].Message)
+	}
+}

@@ -120,7 +120,13 @@ func (p *Platform) connectCluster() error {
 
 func (p *Platform) openEmbedded(ctx context.Context) error {
 	dir := p.cfg.DataDir
+	// A holder that does not serve is often another short-lived command (parallel sends):
+	// wait for it as long as ctx allows, keeping a second to report why before ctx ends.
 	deadline := time.Now().Add(attachWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-time.Second).After(deadline) {
+		deadline = dl.Add(-time.Second)
+	}
+	waitFrom := time.Now()
 	for {
 		l, err := lockDataDir(dir)
 		if err == nil {
@@ -141,7 +147,8 @@ func (p *Platform) openEmbedded(ctx context.Context) error {
 				holder = fmt.Sprintf("another process (pid %d)", pid)
 			}
 			if rerr != nil {
-				return fmt.Errorf("jetstream: data directory %s is in use by %s that does not accept local commands (run it as a server, or stop it)", dir, holder)
+				return fmt.Errorf("jetstream: data directory %s is in use by %s that does not accept local commands, and it did not release it within %v (run it as a server, or stop it)",
+					dir, holder, time.Since(waitFrom).Round(100*time.Millisecond))
 			}
 			return fmt.Errorf("jetstream: data directory %s is in use by %s, and connecting to it at %s failed: %w", dir, holder, rec.URL, err)
 		}

@@ -236,6 +236,9 @@ func (c *consumer) Receive(ctx context.Context, max int) ([]platform.Delivery, e
 	}
 	p := c.p
 	for {
+		if err := ctx.Err(); err != nil { // an ended ctx takes nothing, even if messages are ready
+			return nil, err
+		}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -249,8 +252,9 @@ func (c *consumer) Receive(ctx context.Context, max int) ([]platform.Delivery, e
 				m.Attempts = m.deliveries
 				m.inFlight = true
 				q.inFlight++
-				m.timer = time.AfterFunc(c.ackWait, func() { c.expire(m) })
-				ds[i] = platform.Delivery{Message: m.Message, Token: token{m, m.deliveries}}
+				t := token{m, m.deliveries}
+				m.timer = time.AfterFunc(c.ackWait, func() { c.expire(t) })
+				ds[i] = platform.Delivery{Message: m.Message, Token: t}
 				ds[i].Body = clone(m.Body)
 			}
 			q.ready = slices.Delete(q.ready, 0, n)
@@ -267,12 +271,13 @@ func (c *consumer) Receive(ctx context.Context, max int) ([]platform.Delivery, e
 	}
 }
 
-// expire redelivers a message whose ack wait passed.
-func (c *consumer) expire(m *message) {
+// expire redelivers a message whose ack wait passed, unless that delivery was settled meanwhile.
+func (c *consumer) expire(t token) {
 	p := c.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || !m.inFlight {
+	m, current := t.current()
+	if p.closed || !current {
 		return
 	}
 	q := p.q(c.name)
@@ -336,6 +341,9 @@ func (c *consumer) Settle(ctx context.Context, s platform.Settlement) error {
 		switch action.Kind {
 		case platform.Redeliver:
 			p.enqueue(q, m, action.Delay)
+		case platform.Release:
+			m.deliveries = max(m.deliveries-1, 0)
+			p.enqueue(q, m, 0)
 		case platform.DeadLetter:
 			dead := &message{Message: m.Message}
 			dead.Attempts = 0
