@@ -33,12 +33,13 @@ var signatures = map[string]string{
 	nameKind:      "",
 }
 
-// MaxCallBytes is the largest request body a bridge call may have: 8 MiB. The largest call
-// the interface can take is 批量发送队列消息 with 1 MiB of items text; written as a JSON string
-// that text grows to at most 6 MiB (every byte a control character escaped as \u00xx), which
-// leaves 2 MiB for the binding, the name and whitespace. A bigger call is malformed
-// (桥接调用无效：调用超过 8 MiB), so the cap never rejects a call that could have succeeded.
-const MaxCallBytes = 8 << 20
+// MaxCallBytes is the largest request body a bridge call may have: 64 MiB. The largest call
+// the interface can take is 批量发送队列消息 with 1 MiB of items text, which as a JSON string
+// grows to at most 6 MiB (every byte a control character escaped as \u00xx). Up to the cap an
+// oversized input gets the interface's own exception, as a direct call would (消息体超过
+// 128000 字节, 批量消息文字超过 1 MiB: a 400); only a call beyond it is malformed
+// (桥接调用无效：调用超过 64 MiB).
+const MaxCallBytes = 64 << 20
 
 // maxSafeInteger bounds integer arguments: a JSON number with an integral value v, |v| ≤ 2^53.
 const maxSafeInteger = 1 << 53
@@ -49,14 +50,14 @@ const AbortMalformed = "桥接调用无效："
 // What is wrong with a malformed call, after AbortMalformed. Those with a %s start with the
 // interface name; %d is a 1-based argument position (the name is not counted) or a count.
 const (
-	badTooBig     = "调用超过 8 MiB"
+	badTooBig     = "调用超过 64 MiB"
 	badJSON       = "调用不是有效的 JSON 文字"
 	badNotArray   = "调用须为 JSON 数组"
 	badEmpty      = "调用数组为空"
 	badNameType   = "接口名须为字符串"
 	badNameSurr   = "接口名含有不成对的代理项"
 	badName       = "未知的接口名 %s"
-	badArgCount   = "%s 需要 %d 个参数，收到 %d 个"
+	badArgCount   = "%s需要 %d 个参数，收到 %d 个"
 	badArgString  = "%s的第 %d 个参数须为字符串"
 	badArgSurr    = "%s的第 %d 个参数含有不成对的代理项"
 	badArgInteger = "%s的第 %d 个参数须为整数"

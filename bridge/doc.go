@@ -113,22 +113,23 @@
 // 桥接调用无效：<what is wrong>, where what is wrong is one of these (N is an argument's
 // position after the name, from 1):
 //
-//	调用超过 8 MiB                       the body is over MaxCallBytes
+//	调用超过 64 MiB                      the body is over MaxCallBytes
 //	调用不是有效的 JSON 文字              not JSON (including invalid UTF-8, a BOM, an empty body)
 //	调用须为 JSON 数组                    JSON, but not an array
 //	调用数组为空                          []
 //	接口名须为字符串                      the first element is not a string
 //	接口名含有不成对的代理项              the name holds an unpaired surrogate
 //	未知的接口名 <name>                   not one of the six (the name cut at 64 characters, then …)
-//	<name> 需要 <n> 个参数，收到 <m> 个    wrong argument count
+//	<name>需要 <n> 个参数，收到 <m> 个     wrong argument count
 //	<name>的第 N 个参数须为字符串          a string argument that is not a string
 //	<name>的第 N 个参数含有不成对的代理项  a string argument with an unpaired surrogate
 //	<name>的第 N 个参数须为整数            an integer argument that is not a number, or not integral
 //	<name>的第 N 个参数超出 ±2^53          an integer argument beyond ±2^53
 //
-// For example 桥接调用无效：未知的接口名 foo, or 桥接调用无效：确认队列消息 需要 1 个参数，收到 0 个.
-// MaxCallBytes (8 MiB) is above the largest call the interface can take: 1 MiB of batch text
-// grows to at most 6 MiB as a JSON string.
+// For example 桥接调用无效：未知的接口名 foo, or 桥接调用无效：确认队列消息需要 1 个参数，收到 0 个.
+// MaxCallBytes (64 MiB) is far above the largest call the interface can take (1 MiB of batch
+// text grows to at most 6 MiB as a JSON string): below it, an input over the interface's limits
+// gets the interface's own exception, a 400, exactly as a direct call would.
 //
 // # From a shell, with curl
 //

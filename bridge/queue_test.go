@@ -41,6 +41,8 @@ func TestEveryFunction(t *testing.T) {
 		call("发送队列消息", "Q", "1", 43201)
 		call("发送队列消息", "", "1", 0)
 		call("发送队列消息", "FULL", "1", 0)
+		call("发送队列消息", "Q", " " * (9 << 20), 0)
+		call("批量发送队列消息", "Q", " " * (9 << 20))
 		call("批量发送队列消息", "Q", '[{"body":{"x":"],["}},{"body":2,"delaySeconds":30.0}]')
 		call("批量发送队列消息", "Q", "[]")
 		call("批量发送队列消息", "Q", '[{"body":1,"contentType":"json"}]')
@@ -66,6 +68,8 @@ func TestEveryFunction(t *testing.T) {
 		{Status: 400, Body: "延迟秒数须在 0 至 43200 之间"},
 		{Status: 400, Body: "队列绑定名不得为空"},
 		{Status: 400, Body: "队列发送失败：Queue is full"},
+		{Status: 400, Body: "消息体超过 128000 字节"}, // a 9 MiB call: the interface's own limit, not a malformed call
+		{Status: 400, Body: "批量消息文字超过 1 MiB"},
 		{Status: 200},
 		{Status: 400, Body: "批量消息不得为空"},
 		{Status: 400, Body: "批量消息项只允许 body 与 delaySeconds 两个字段"},
@@ -166,8 +170,8 @@ func TestMalformedCalls(t *testing.T) {
 		{"name with a lone surrogate", `'["\\ud800"]'`, "接口名含有不成对的代理项"},
 		{"unknown name", `'["foo"]'`, "未知的接口名 foo"},
 		{"long unknown name", `'["' + "名" * 100 + '"]'`, "未知的接口名 " + strings.Repeat("名", 64) + "…"},
-		{"too few arguments", `'["确认队列消息"]'`, "确认队列消息 需要 1 个参数，收到 0 个"},
-		{"too many arguments", `'["读取队列批次",0]'`, "读取队列批次 需要 0 个参数，收到 1 个"},
+		{"too few arguments", `'["确认队列消息"]'`, "确认队列消息需要 1 个参数，收到 0 个"},
+		{"too many arguments", `'["读取队列批次",0]'`, "读取队列批次需要 0 个参数，收到 1 个"},
 		{"string for integer", `'["确认队列消息","0"]'`, "确认队列消息的第 1 个参数须为整数"},
 		{"fraction", `'["重试队列消息",0,1.5]'`, "重试队列消息的第 2 个参数须为整数"},
 		{"infinity", `'["确认队列消息",1e999]'`, "确认队列消息的第 1 个参数须为整数"},
@@ -175,7 +179,7 @@ func TestMalformedCalls(t *testing.T) {
 		{"below -2^53", `'["确认队列消息",-1e300]'`, "确认队列消息的第 1 个参数超出 ±2^53"},
 		{"number for string", `'["发送队列消息","Q",{"a":1},0]'`, "发送队列消息的第 2 个参数须为字符串"},
 		{"string with a lone surrogate", `'["批量发送队列消息","Q","\\udc00"]'`, "批量发送队列消息的第 2 个参数含有不成对的代理项"},
-		{"over 8 MiB", `'["发送队列消息","Q","' + " " * (8 << 20) + '",0]'`, "调用超过 8 MiB"},
+		{"over 64 MiB", `'["发送队列消息","Q","' + " " * (64 << 20) + '",0]'`, "调用超过 64 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.putBodies("1")
