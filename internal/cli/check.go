@@ -46,8 +46,10 @@ message on stderr and exits 1.`,
 			} else if out, err = duilie.CheckBody(in, delay); err != nil {
 				return err
 			}
-			_, err = cmd.OutOrStdout().Write(append(out, '\n'))
-			return err
+			if _, err := cmd.OutOrStdout().Write(append(out, '\n')); err != nil {
+				return &exitError{exitIOErr, fmt.Errorf("writing stdout: %w", err)}
+			}
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&batch, "batch", false, "read a sendBatch array instead of one body")

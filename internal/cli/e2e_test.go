@@ -515,6 +515,19 @@ func TestServeRefuses(t *testing.T) {
 		t.Errorf("no app.command: %+v", r)
 	}
 
+	for _, tc := range []struct{ command, want string }{
+		{"pyhton3-typo", `app.command = "pyhton3-typo": not found in PATH (write ./pyhton3-typo for a file beside the configuration)`},
+		{"./missing.py", `app.command = "./missing.py": no such file: ` + filepath.Join(dir, "missing.py")},
+		{"./noapp.toml", `app.command = "./noapp.toml": not an executable file: ` + noApp},
+	} {
+		typo := filepath.Join(dir, "typo.toml")
+		os.WriteFile(typo, []byte(fmt.Sprintf("[app]\ncommand = [%q, \"app.py\"]\n[[queues.consumers]]\nqueue = \"q\"\n", tc.command)), 0o644)
+		r = runDuilie(t, "", nil, "serve", "--config", typo)
+		if want := typo + ": " + tc.want + "\n"; r.code != 78 || r.stderr != want {
+			t.Errorf("command %s: %+v, want 78 and %q", tc.command, r, want)
+		}
+	}
+
 	cfg := e2eConfig(t, 30000, 1000)
 	s := startServe(t, cfg)
 	r = runDuilie(t, "", nil, "serve", "--config", cfg)

@@ -105,7 +105,7 @@ func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, 
 	}
 	failure := h.Run(cmd.Context(), host.FetchEvent, nil, func(ev *host.Event) error { return send(ev, in) })
 	if err := lp.openErr(); err != nil {
-		return err // the host saw only a missing queue; the engine's own error says more
+		return err // the engine could not be opened: unavailable (69), whatever the event saw
 	}
 	if failure != nil {
 		return failure

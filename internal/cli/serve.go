@@ -2,10 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -76,6 +80,13 @@ func checkProgram(cfg *Config, prog *Program) error {
 		if len(cfg.App.Command) == 0 && (len(cfg.Consumers) > 0 || cfg.App.Listen != "") {
 			mistakes = append(mistakes, cfg.File+": app.command: missing; serve runs it for every queue event (queues.consumers) and fetch event (app.listen)")
 		}
+		if len(cfg.App.Command) > 0 {
+			// A command that cannot start would fail every event and spend every message's
+			// retries in moments: refuse to serve instead.
+			if err := findCommand(cfg.App.Command[0], cfg.Dir); err != nil {
+				mistakes = append(mistakes, fmt.Sprintf("%s: app.command = %q: %v", cfg.File, cfg.App.Command[0], err))
+			}
+		}
 	} else {
 		if prog.Queue == nil && len(cfg.Consumers) > 0 {
 			mistakes = append(mistakes, cfg.File+": queues.consumers: this program has no queue handler (Program.Queue) to run their batches")
@@ -86,6 +97,29 @@ func checkProgram(cfg *Config, prog *Program) error {
 	}
 	if len(mistakes) > 0 {
 		return &ConfigError{mistakes}
+	}
+	return nil
+}
+
+// findCommand checks that name runs as it will per event: a name with a path separator is a
+// file, relative to the configuration's directory; a bare name is looked up in PATH.
+func findCommand(name, dir string) error {
+	if !strings.ContainsRune(name, filepath.Separator) {
+		if _, err := exec.LookPath(name); err != nil {
+			return errors.New("not found in PATH (write ./" + name + " for a file beside the configuration)")
+		}
+		return nil
+	}
+	path := name
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("no such file: %s", path)
+	case info.IsDir() || info.Mode()&0o111 == 0:
+		return fmt.Errorf("not an executable file: %s", path)
 	}
 	return nil
 }
