@@ -69,11 +69,15 @@ func appendBody(ev *Event, out []byte, m *platform.Message, i int) ([]byte, erro
 	case platform.JSON:
 		n := len(out)
 		out, st, err := jsonvalue.Append(out, m.Body)
+		// As for a body being sent (SPEC §3), nesting beyond what the host carries is judged
+		// before host markers.
 		switch {
-		case err != nil || st.Marker:
+		case err != nil:
 			return out[:n], exception(msgBodyNotJSON + strconv.Itoa(i))
 		case st.Depth > MaxHostDepth:
 			return out[:n], ev.Abort(abortDeepResult)
+		case st.Marker:
+			return out[:n], exception(msgBodyNotJSON + strconv.Itoa(i))
 		}
 		return out, nil
 	case platform.Text:

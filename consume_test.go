@@ -165,6 +165,11 @@ func TestReadBatchNesting(t *testing.T) {
 	if !errors.As(err, &ab) || ab.Reason != "宿主结果嵌套过深" {
 		t.Fatalf("33 levels: got %v, want the abort 宿主结果嵌套过深", err)
 	}
+	// Within one body, nesting beyond 32 is judged before markers, as when sending.
+	_, err = readBatch(t, "q", []platform.Message{jsonMsg("a", strings.Replace(deep(33), "0", `{"$句柄":1}`, 1))})
+	if !errors.As(err, &ab) || ab.Reason != "宿主结果嵌套过深" {
+		t.Fatalf("33 levels with a marker: got %v, want the abort", err)
+	}
 	_, err = readBatch(t, "q", []platform.Message{jsonMsg("a", "{"), jsonMsg("b", deep(33))})
 	var ex *duilie.Exception
 	if !errors.As(err, &ex) || ex.Message != "队列消息正文不是 JSON 值：序号 0" {

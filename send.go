@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -50,6 +51,11 @@ func platformFailure(ev *Event, err error, prefix string) error {
 	}
 	if abort := ev.Err(); abort != nil {
 		return abort
+	}
+	if ev.Context().Err() != nil {
+		// The platform gave up because the event's time ran out, before the host recorded
+		// the abort: it is that abort all the same.
+		return ev.Abort(host.AbortTimeLimit)
 	}
 	return exception(prefix + err.Error())
 }
