@@ -603,8 +603,9 @@ func TestRestart(t *testing.T) {
 	}
 }
 
-// A message redelivered without delay just before a restart, and one that reached the consumer
-// but was never handed over, are ready at once after it, not after their (long) ack wait.
+// A message redelivered without delay just before a restart is ready at once after it, not after
+// its (long) ack wait. (TestHeldUntilDue covers one that reached the consumer but was never
+// handed over.)
 func TestRedeliverBeforeRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

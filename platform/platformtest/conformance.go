@@ -222,8 +222,7 @@ func testRow07BodiesRestored(t *testing.T, hn Harness) {
 		}
 		e.wantCalls(wantCall + `])`)
 	}
-	cc := config(queueName)
-	cc.MaxBatchSize, cc.MaxBatchTimeout = len(want), time.Second
+	cc := batched(len(want))
 	ms := e.consume(cc, nil).messages(len(want), 10*time.Second)
 	for i, m := range ms {
 		if string(m.Body) != want[i] {
@@ -257,8 +256,7 @@ func testRow09ReadBatchOfThree(t *testing.T, hn Harness) {
 		t.Fatal(err)
 	}
 	after := time.Now().UnixMilli()
-	cc := config(queueName)
-	cc.MaxBatchSize, cc.MaxBatchTimeout = 3, time.Second
+	cc := batched(3)
 	done := make(chan struct{})
 	var texts [2]string
 	c := e.consume(cc, func(ev *host.Event, _ batchText) error {
@@ -303,8 +301,7 @@ func testRow10AckRetryLeave(t *testing.T, hn Harness) {
 			if err := e.sendBatch(`[{"body":0},{"body":1},{"body":2}]`); err != nil {
 				t.Fatal(err)
 			}
-			cc := config(queueName)
-			cc.MaxBatchSize, cc.MaxBatchTimeout = 3, time.Second
+			cc := batched(3)
 			var ended time.Time
 			c := e.consume(cc, func(ev *host.Event, b batchText) error {
 				if b.Messages[0].Attempts > 1 {
@@ -385,8 +382,7 @@ func testRow12UncaughtFailure(t *testing.T, hn Harness) {
 			if err := e.sendBatch(`[{"body":"a"},{"body":"b"}]`); err != nil {
 				t.Fatal(err)
 			}
-			cc := config(queueName)
-			cc.MaxBatchSize, cc.MaxBatchTimeout = 2, time.Second
+			cc := batched(2)
 			c := e.consume(cc, func(ev *host.Event, b batchText) error {
 				if b.Messages[0].Attempts == 1 {
 					if how == "panic" {
@@ -566,8 +562,7 @@ func testAbortFailsQueueEvent(t *testing.T, hn Harness) {
 	if err := e.sendBatch(`[{"body":"acked"},{"body":"left"}]`); err != nil {
 		t.Fatal(err)
 	}
-	cc := config(queueName)
-	cc.MaxBatchSize, cc.MaxBatchTimeout = 2, time.Second
+	cc := batched(2)
 	c := e.consume(cc, func(ev *host.Event, b batchText) error {
 		if b.Messages[0].Attempts > 1 {
 			return nil
@@ -638,8 +633,7 @@ func testForeignBodies(t *testing.T, hn Harness) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, hn)
 			inj.Inject(e.p, queueName, tc.msgs...)
-			cc := config(queueName)
-			cc.MaxBatchSize, cc.MaxBatchTimeout = len(tc.msgs), time.Second
+			cc := batched(len(tc.msgs))
 			got := make(chan string, 10)
 			ctx, cancel := context.WithCancel(e.ctx)
 			defer cancel()
@@ -687,8 +681,7 @@ func testAckFinalWhenEventFails(t *testing.T, hn Harness) {
 	if err := e.sendBatch(`[{"body":0},{"body":1},{"body":2}]`); err != nil {
 		t.Fatal(err)
 	}
-	cc := config(queueName)
-	cc.MaxBatchSize, cc.MaxBatchTimeout = 3, time.Second
+	cc := batched(3)
 	c := e.consume(cc, func(ev *host.Event, b batchText) error {
 		if b.Messages[0].Attempts > 1 {
 			return nil
@@ -711,8 +704,7 @@ func testFirstCallWins(t *testing.T, hn Harness) {
 	if err := e.sendBatch(`[{"body":"ack first"},{"body":"retry first"}]`); err != nil {
 		t.Fatal(err)
 	}
-	cc := config(queueName)
-	cc.MaxBatchSize, cc.MaxBatchTimeout = 2, time.Second
+	cc := batched(2)
 	c := e.consume(cc, func(ev *host.Event, b batchText) error {
 		if b.Messages[0].Attempts > 1 || len(b.Messages) == 1 {
 			return nil
@@ -911,8 +903,7 @@ func testBatchSizeAndTimeout(t *testing.T, hn Harness) {
 	if err := e.sendBatch(items(7)); err != nil {
 		t.Fatal(err)
 	}
-	cc := config(queueName)
-	cc.MaxBatchSize, cc.MaxBatchTimeout = 5, time.Second
+	cc := batched(5)
 	c := e.consume(cc, nil)
 	full := c.next(10 * time.Second)
 	rest := c.next(10 * time.Second)
@@ -997,8 +988,7 @@ func testStats(t *testing.T, hn Harness) {
 		return s.Ready == 2 && s.Delayed == 1 && s.InFlight == 0
 	})
 	release := make(chan struct{})
-	cc := config(queueName)
-	cc.MaxBatchSize, cc.MaxBatchTimeout = 2, time.Second
+	cc := batched(2)
 	e.consume(cc, func(ev *host.Event, b batchText) error { <-release; return nil })
 	eventually(t, 10*time.Second, "2 in flight, 1 delayed", func() bool {
 		s := e.stats(queueName)

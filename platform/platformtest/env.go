@@ -229,6 +229,14 @@ func config(queue string) host.ConsumerConfig {
 	return cc
 }
 
+// batched is the configuration of tests that send a batch of n messages and want them in one
+// event: batches of n, filled for up to a second.
+func batched(n int) host.ConsumerConfig {
+	cc := config(queueName)
+	cc.MaxBatchSize, cc.MaxBatchTimeout = n, time.Second
+	return cc
+}
+
 // wantException asserts err is an *Exception with exactly msg.
 func wantException(t *testing.T, err error, msg string) {
 	t.Helper()
