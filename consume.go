@@ -6,17 +6,17 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/event"
 	"github.com/duilie/duilie/jsonvalue"
 	"github.com/duilie/duilie/platform"
 )
 
 // batch returns the current queue event's batch, or the exception for any other event.
-func batch(ev *Event) (*host.Batch, error) {
+func batch(ev *Event) (*event.Batch, error) {
 	if err := ev.Err(); err != nil {
 		return nil, err
 	}
-	b := ev.Batch()
+	b := event.BatchOf(ev)
 	if ev.Kind() != QueueEvent || b == nil {
 		return nil, exception(msgNotQueueEvent)
 	}
@@ -75,7 +75,7 @@ func appendBody(ev *Event, out []byte, m *platform.Message, i int) ([]byte, erro
 		case err != nil:
 			return out[:n], exception(msgBodyNotJSON + strconv.Itoa(i))
 		case st.Depth > MaxHostDepth:
-			return out[:n], ev.Abort(abortDeepResult)
+			return out[:n], event.AbortWith(ev, abortDeepResult)
 		case st.Marker:
 			return out[:n], exception(msgBodyNotJSON + strconv.Itoa(i))
 		}
@@ -95,9 +95,10 @@ func Ack(ev *Event, index int) error {
 	if err != nil {
 		return err
 	}
-	if !b.Ack(index) {
+	if index < 0 || index >= b.Len() {
 		return exception(msgIndexRange)
 	}
+	b.Record(index, platform.Call{Kind: platform.AckCall})
 	return nil
 }
 
@@ -116,7 +117,7 @@ func Retry(ev *Event, index, delaySeconds int) error {
 	if delaySeconds < 0 || delaySeconds > MaxDelaySeconds {
 		return exception(msgDelayRange)
 	}
-	b.Retry(index, delaySeconds)
+	b.Record(index, platform.Call{Kind: platform.RetryCall, DelaySeconds: delaySeconds})
 	return nil
 }
 
@@ -148,7 +149,7 @@ func ReadBatchOf[T any](ev *Event) (*Batch[T], error) {
 	if err := json.Unmarshal([]byte(text), &raw); err != nil {
 		return nil, fmt.Errorf("duilie: decode batch: %w", err)
 	}
-	b := ev.Batch()
+	b := event.BatchOf(ev)
 	out := &Batch[T]{Queue: b.Queue(), Messages: make([]Message[T], b.Len())}
 	for i := range out.Messages {
 		m := b.Message(i)

@@ -25,7 +25,10 @@ func runBatch(t *testing.T, queue string, msgs []platform.Message, fn host.Handl
 	for i, m := range msgs {
 		ds[i] = platform.Delivery{Message: m}
 	}
-	return h.Run(context.Background(), host.QueueEvent, host.NewBatch(queue, ds), fn)
+	cc := host.DefaultConsumerConfig("q")
+	cc.Queue = queue // ReadBatch reports any name a platform gives
+	_, err = h.RunBatch(context.Background(), cc, ds, fn)
+	return err
 }
 
 // readBatch returns ReadBatch's text and error for a hand-made batch.
@@ -262,7 +265,7 @@ func TestSendValue(t *testing.T) {
 	p := memory.New(memory.Options{Record: true})
 	h, _ := host.New(host.Config{Platform: p, Permissions: host.Permissions{Queue: []string{"B"}}, Bindings: map[string]string{"B": "q"}})
 	var errs []error
-	h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error {
+	h.Run(context.Background(), func(ev *host.Event) error {
 		errs = append(errs,
 			duilie.SendValue(ev, "B", map[string]any{"b": "<&>\u2028", "a": 1.0, "1": nil}, 5),
 			duilie.SendValue(ev, "B", map[string]any{"$句柄": 1}, 0),

@@ -1,31 +1,36 @@
 package duilie
 
-import "github.com/duilie/duilie/host"
+import "github.com/duilie/duilie/internal/event"
 
 // Event is the current event, which every function takes. It carries its own context, as
 // http.Request does; Kind reports whether it is a queue or a fetch event (读取入站事件种类).
-type Event = host.Event
+type Event = event.Event
 
 // Kind is an event's kind: "queue" or "fetch".
-type Kind = host.Kind
+type Kind = event.Kind
 
 // Event kinds.
 const (
-	QueueEvent = host.QueueEvent
-	FetchEvent = host.FetchEvent
+	QueueEvent = event.QueueEvent
+	FetchEvent = event.FetchEvent
 )
+
+// Handler is a program: the host calls it once per event. Returning an error or panicking fails
+// the event (a queue event's messages are then delivered again); so does an abort, whatever the
+// handler returns.
+type Handler = event.Handler
 
 // Exception is a catchable failure (豫言异常). Its Error is the spec's message, verbatim; a
 // program may handle it and carry on:
 //
 //	var ex *duilie.Exception
 //	if errors.As(err, &ex) { … }
-type Exception = host.Exception
+type Exception = event.Exception
 
 // Abort is a host abort. Its Error is the spec's message, verbatim. The event fails whatever
 // the program does next, and every later call in the event returns the same abort; a program
 // should return it.
-type Abort = host.Abort
+type Abort = event.Abort
 
 // The interface's catchable messages (SPEC §9).
 const (

@@ -3,8 +3,9 @@ package duilie
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/event"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -34,12 +35,24 @@ func send(ev *Event, binding string, body []byte, delaySeconds int) error {
 	if err != nil {
 		return err
 	}
-	q, err := ev.Queue(binding)
+	s := event.Send{Binding: binding, Messages: 1, Bytes: len(norm), Start: time.Now()}
+	if delaySeconds > 0 {
+		s.Delayed = 1
+	}
+	q, name, err := event.Queue(ev, binding)
 	if err == nil {
 		opts := platform.SendOptions{ContentType: platform.JSON, DelaySeconds: delaySeconds}
 		err = q.Send(ev.Context(), norm, opts)
 	}
-	return platformFailure(ev, err, msgSendFailed)
+	err = platformFailure(ev, err, msgSendFailed)
+	sent(ev, s, name, err)
+	return err
+}
+
+// sent reports a send that passed its checks to the event's host.
+func sent(ev *Event, s event.Send, queue string, err error) {
+	s.Queue, s.Err, s.Duration = queue, err, time.Since(s.Start)
+	event.Sent(ev, s)
 }
 
 // platformFailure turns what the platform said into the exception the program sees: prefix and
@@ -55,7 +68,7 @@ func platformFailure(ev *Event, err error, prefix string) error {
 	if ev.Context().Err() != nil {
 		// The platform gave up because the event's time ran out, before the host recorded
 		// the abort: it is that abort all the same.
-		return ev.Abort(host.AbortTimeLimit)
+		return event.AbortWith(ev, event.AbortTimeLimit)
 	}
 	return exception(prefix + err.Error())
 }
@@ -75,11 +88,20 @@ func SendBatch(ev *Event, binding, items string) error {
 	if err != nil {
 		return err
 	}
-	q, err := ev.Queue(binding)
+	s := event.Send{Binding: binding, Batch: true, Messages: len(checked), Start: time.Now()}
+	for _, it := range checked {
+		s.Bytes += len(it.Body)
+		if it.DelaySeconds > 0 {
+			s.Delayed++
+		}
+	}
+	q, name, err := event.Queue(ev, binding)
 	if err == nil {
 		err = q.SendBatch(ev.Context(), checked)
 	}
-	return platformFailure(ev, err, msgBatchSendFail)
+	err = platformFailure(ev, err, msgBatchSendFail)
+	sent(ev, s, name, err)
+	return err
 }
 
 // SendValue sends v, encoded with encoding/json, as Send sends a JSON text: the same checks,

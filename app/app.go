@@ -38,23 +38,17 @@ package app
 import (
 	"context"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/cli"
+	"github.com/duilie/duilie/server"
 )
 
-// Program is a Go program run in-process, once per event.
-type Program struct {
-	// Queue handles queue events, one call per batch. Required when the configuration has
-	// [[queues.consumers]].
-	Queue host.Handler
-	// Fetch handles fetch events, one call per HTTP request to app.listen. Required when
-	// the configuration sets listen. The request's context is the event's.
-	Fetch func(ev *host.Event, w http.ResponseWriter, r *http.Request) error
-}
+// Program is a Go program run in-process, once per event: Queue handles queue events, one
+// call per batch (required when the configuration has [[queues.consumers]]); Fetch handles
+// fetch events, one call per HTTP request to app.listen (required when it sets listen).
+type Program = server.Program
 
 // Main runs the command line of os.Args with p in-process, and exits with the status
 // `duilie` would (SPEC §13: 0 success, 1 exception, 2 abort, 64 usage, 78 configuration,
@@ -73,6 +67,6 @@ func Run(ctx context.Context, p Program, args []string, stdin io.Reader, stdout,
 func options(p Program) cli.Options {
 	return cli.Options{
 		Name:    filepath.Base(os.Args[0]),
-		Program: &cli.Program{Queue: p.Queue, Fetch: p.Fetch},
+		Program: &p,
 	}
 }

@@ -91,7 +91,7 @@ func BenchmarkBridgeCall(b *testing.B) {
 	}
 	defer s.Close()
 	ds := []platform.Delivery{{Message: platform.Message{ID: "a", Attempts: 1, Body: []byte("1"), ContentType: platform.JSON}}}
-	_ = h.Run(context.Background(), host.QueueEvent, host.NewBatch("in", ds), func(ev *host.Event) error {
+	_, _ = h.RunBatch(context.Background(), host.DefaultConsumerConfig("in"), ds, func(ev *host.Event) error {
 		url, closeURL := s.Open(ev, nil)
 		defer closeURL()
 		body := []byte(`["确认队列消息",0]`)

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/event"
 	"github.com/duilie/duilie/jsonvalue"
 )
 
@@ -173,7 +173,7 @@ func shorten(s string) string {
 
 // invoke runs a well-formed call on ev and maps its outcome to a reply: 200 with the result,
 // 400 with an exception's message, 500 with the event's abort.
-func invoke(ev *host.Event, c call) (int, string) {
+func invoke(ev *duilie.Event, c call) (int, string) {
 	var result string
 	var err error
 	switch c.name {
@@ -190,8 +190,8 @@ func invoke(ev *host.Event, c call) (int, string) {
 	case nameKind:
 		result = string(ev.Kind())
 	}
-	var ex *host.Exception
-	var ab *host.Abort
+	var ex *duilie.Exception
+	var ab *duilie.Abort
 	switch {
 	case err == nil:
 		return http.StatusOK, result
@@ -201,18 +201,18 @@ func invoke(ev *host.Event, c call) (int, string) {
 		return http.StatusBadRequest, ex.Message
 	default:
 		// The interface returns nothing else; should it ever, the program cannot go on.
-		return http.StatusInternalServerError, ev.Abort(err.Error()).Error()
+		return http.StatusInternalServerError, event.AbortWith(ev, err.Error()).Error()
 	}
 }
 
 // handle answers one bridge call body on ev. A malformed call aborts the event.
-func handle(ev *host.Event, body []byte) (int, string) {
+func handle(ev *duilie.Event, body []byte) (int, string) {
 	if err := ev.Err(); err != nil {
 		return http.StatusInternalServerError, err.Error()
 	}
 	c, bad := decodeCall(body)
 	if bad != "" {
-		return http.StatusInternalServerError, ev.Abort(AbortMalformed + bad).Error()
+		return http.StatusInternalServerError, event.AbortWith(ev, AbortMalformed+bad).Error()
 	}
 	return invoke(ev, c)
 }

@@ -161,7 +161,7 @@ func FuzzCall(f *testing.F) {
 				}
 			}
 		}
-		_ = h.Run(context.Background(), host.QueueEvent, host.NewBatch("in", msgs), func(ev *host.Event) error {
+		_, _ = h.RunBatch(context.Background(), host.DefaultConsumerConfig("in"), msgs, func(ev *host.Event) error {
 			status, text := handle(ev, body)
 			if !utf8.ValidString(text) {
 				t.Fatalf("%q: reply %q is not UTF-8", body, text)

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/duilie/duilie/host"
 )
@@ -29,70 +28,69 @@ const (
 	MaxResponseBytes = 64 << 20
 )
 
-// Fetch returns an http.Handler that serves each request as a fetch event of h: the command
-// runs as a CGI/1.1 script (RFC 3875), with DUILIE_EVENT=fetch and DUILIE_BRIDGE added to the
-// request's meta-variables, the request body on stdin and the response on stdout.
+// Fetch returns an http.Handler that serves each request as a fetch event of h (through h's
+// fetch runtime, host.Host.Fetch): the command runs as a CGI/1.1 script (RFC 3875), with
+// DUILIE_EVENT=fetch and DUILIE_BRIDGE added to the request's meta-variables, the request body
+// on stdin and the response on stdout.
 //
-// The whole response is held until the program exits. Exit status 0 with a well-formed CGI
-// response sends that response; anything else fails the event and answers 500, whatever the
-// program wrote: a non-zero exit, an abort (a bridge call, the time limit), a response without
-// headers or with a malformed header line, a Status outside 200–599, no Content-Type, Location or
-// Status, or a response over MaxResponseBytes. stderr is logged line by line with the event id.
-// The event runs to its end or its time limit even if the client goes away, as a queue event
-// would, so that the program's sends are never cut off halfway.
+// The request body is read whole before the event starts (so CONTENT_LENGTH is exact even for
+// a chunked request): a body over MaxRequestBytes is answered 413, and a request the CGI
+// environment cannot carry 400, without an event. The whole response is held until the
+// program exits. Exit status 0 with a well-formed CGI response sends that response; anything
+// else fails the event and answers 500, whatever the program wrote: a non-zero exit, an abort
+// (a bridge call, the time limit), a response without headers or with a malformed header line,
+// a Status outside 200–599, no Content-Type, Location or Status, or a response over
+// MaxResponseBytes. stderr is logged line by line with the event id. The event runs to its end
+// or its time limit even if the client goes away, as a queue event would, so that the
+// program's sends are never cut off halfway.
 func (p *Program) Fetch(h *host.Host) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serveFetch(h, w, r) })
+	events := h.Fetch(p.fetch)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			http.Error(w, fmt.Sprintf("request body over %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
+			return
+		case err != nil:
+			http.Error(w, "cannot read the request body", http.StatusBadRequest)
+			return
+		}
+		meta, err := cgiMeta(r, len(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ctx := context.WithValue(r.Context(), cgiRequestKey{}, &cgiRequest{meta: meta, body: body})
+		events.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
-func (p *Program) serveFetch(h *host.Host, w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	log := p.logger()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		http.Error(w, fmt.Sprintf("request body over %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
-		return
-	case err != nil:
-		http.Error(w, "cannot read the request body", http.StatusBadRequest)
-		return
-	}
-	meta, err := cgiMeta(r, len(body))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
+// cgiRequest is a request as Fetch read it, before its event started.
+type cgiRequest struct {
+	meta []string
+	body []byte
+}
 
-	ids := make(chan string, 1)
-	var res *cgiResponse // set by the event when it ends normally
-	failure := h.Run(context.WithoutCancel(r.Context()), host.FetchEvent, nil, func(ev *host.Event) error {
-		ids <- ev.ID()
-		attrs := []any{"event", ev.ID(), "kind", string(ev.Kind()), "method", r.Method, "path", r.URL.Path}
-		var out bytes.Buffer
-		if err := p.run(ev, inherited(), meta, body, &out, attrs); err != nil {
-			return err
-		}
-		resp, err := parseCGI(out.Bytes())
-		if err != nil {
-			return err
-		}
-		res = resp
-		return nil
-	})
-	var id string
-	select {
-	case id = <-ids:
-	default: // the event ended before its program was called
+type cgiRequestKey struct{}
+
+// fetch is the fetch event of one request that Fetch read.
+func (p *Program) fetch(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+	req, _ := r.Context().Value(cgiRequestKey{}).(*cgiRequest)
+	if req == nil {
+		return errors.New("bridge: the request was not read by Program.Fetch")
 	}
-	attrs := []any{"event", id, "method", r.Method, "path", r.URL.Path}
-	if failure != nil {
-		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
-		log.Info("fetch event", with(attrs, "status", http.StatusInternalServerError, "outcome", host.Outcome(failure),
-			"duration", time.Since(start).Round(time.Microsecond), "err", failure.Error())...)
-		return
+	attrs := []any{"event", ev.ID(), "kind", string(ev.Kind()), "method", r.Method, "path", r.URL.Path}
+	var out bytes.Buffer
+	if err := p.run(ev, inherited(), req.meta, req.body, &out, attrs); err != nil {
+		return err
+	}
+	res, err := parseCGI(out.Bytes())
+	if err != nil {
+		return err
 	}
 	res.write(w)
-	log.Info("fetch event", with(attrs, "status", res.status, "outcome", "ok", "duration", time.Since(start).Round(time.Microsecond))...)
+	return nil
 }
 
 // metaNames are the meta-variables of RFC 3875 §4.1 and the common extensions this package

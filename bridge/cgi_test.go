@@ -143,7 +143,7 @@ func TestFetch(t *testing.T) {
 	}
 
 	// One log line for the event, and the script's stderr with the same event id.
-	events := e.logs.records("fetch event")
+	events := e.fetchEvents()
 	if len(events) != 1 || events[0]["status"] != 201.0 || events[0]["outcome"] != "ok" || events[0]["path"] != "/p/x y" {
 		t.Fatalf("fetch event log %v", events)
 	}
@@ -190,7 +190,7 @@ func TestFetchBody(t *testing.T) {
 	if resp, _ := fetch(t, req, "echo"); resp.StatusCode != 413 {
 		t.Errorf("a body over MaxRequestBytes: %d, want 413", resp.StatusCode)
 	}
-	if n := len(e.logs.records("fetch event")); n != 2 {
+	if n := len(e.fetchEvents()); n != 2 {
 		t.Errorf("%d fetch events, want 2: the 413 runs none", n)
 	}
 }
@@ -219,7 +219,7 @@ func TestFetchFailures(t *testing.T) {
 			if took := time.Since(start); took > 10*time.Second {
 				t.Errorf("took %v", took)
 			}
-			ev := e.logs.records("fetch event")
+			ev := e.fetchEvents()
 			last := ev[len(ev)-1]
 			if last["outcome"] != tc.outcome || !strings.HasPrefix(last["err"].(string), tc.err) || last["status"] != 500.0 {
 				t.Errorf("logged %v, want outcome %s, err %s", last, tc.outcome, tc.err)
@@ -247,7 +247,7 @@ func TestFetchTimeLimit(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("took %v", took)
 	}
-	ev := e.logs.records("fetch event")
+	ev := e.fetchEvents()
 	if len(ev) != 1 || ev[0]["outcome"] != "aborted" || ev[0]["err"] != "执行超过时限" {
 		t.Errorf("logged %v", ev)
 	}

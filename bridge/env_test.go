@@ -49,6 +49,24 @@ type env struct {
 	cc     host.ConsumerConfig
 	cons   platform.Consumer
 	python string
+
+	mu      sync.Mutex
+	reports []*host.EventReport // fetch events, as the host reported them
+}
+
+// fetchEvents are the fetch events the host reported, each as the fields of its log line.
+func (e *env) fetchEvents() []map[string]any {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []map[string]any
+	for _, r := range e.reports {
+		m := map[string]any{"event": r.ID, "method": r.Method, "path": r.Path, "status": float64(r.Status), "outcome": string(r.Outcome)}
+		if r.Err != nil {
+			m["err"] = r.Err.Error()
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 var pythonPath struct {
@@ -77,7 +95,13 @@ func newEnv(t testing.TB, timeLimit time.Duration) *env {
 	e.log = slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.plat.RejectSends("full", "Queue is full")
 	h, err := host.New(host.Config{Platform: e.plat, Permissions: testPermissions, Bindings: testBindings,
-		TimeLimit: timeLimit, Logger: e.log})
+		TimeLimit: timeLimit, Logger: e.log, Observer: func(r host.Report) {
+			if er, ok := r.(*host.EventReport); ok && er.Kind == host.FetchEvent {
+				e.mu.Lock()
+				e.reports = append(e.reports, er)
+				e.mu.Unlock()
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,13 +172,21 @@ func (e *env) receive(n int) []platform.Delivery {
 // runQueue runs handler as the queue event of the n messages ready on "in" and settles it.
 // It returns the event's failure.
 func (e *env) runQueue(n int, handler host.Handler) error {
-	return e.host.RunBatch(context.Background(), e.cc, e.cons, e.receive(n), handler)
+	s, failure := e.host.RunBatch(context.Background(), e.cc, e.receive(n), handler)
+	if err := e.cons.Settle(context.Background(), s); err != nil {
+		e.t.Fatal(err)
+	}
+	return failure
 }
 
 // settle ends deliveries with an event that succeeds, so the queue is empty again.
 func (e *env) settle(ds []platform.Delivery) {
 	e.t.Helper()
-	if err := e.host.RunBatch(context.Background(), e.cc, e.cons, ds, func(*host.Event) error { return nil }); err != nil {
+	s, err := e.host.RunBatch(context.Background(), e.cc, ds, func(*host.Event) error { return nil })
+	if err == nil {
+		err = e.cons.Settle(context.Background(), s)
+	}
+	if err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/event"
 )
 
 // Program runs an external command once per event (SPEC §13 "Program per event"): a fresh
@@ -66,7 +67,7 @@ var (
 // stderr is logged with the event id, the queue and the stream.
 func (p *Program) Queue(ev *host.Event) error {
 	attrs := []any{"event", ev.ID(), "kind", string(ev.Kind())}
-	if b := ev.Batch(); b != nil {
+	if b := event.BatchOf(ev); b != nil {
 		attrs = append(attrs, "queue", b.Queue())
 	}
 	return p.run(ev, os.Environ(), nil, nil, nil, attrs)
@@ -176,7 +177,7 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 		return ev.Err() // a bridge call aborted the event, or its time limit passed
 	case ev.Context().Err() != nil:
 		// The time limit passed (or the host halted) and host.Run has not yet said so.
-		return ev.Abort(host.AbortTimeLimit)
+		return event.AbortWith(ev, host.AbortTimeLimit)
 	case context.Cause(ctx) == errResponseSize:
 		return errResponseSize
 	}

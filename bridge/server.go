@@ -14,7 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/event"
 )
 
 // Server is the bridge: one loopback HTTP listener, on which each open event has its own URL
@@ -30,7 +31,7 @@ type Server struct {
 
 // entry is one open event.
 type entry struct {
-	ev      *host.Event
+	ev      *duilie.Event
 	onAbort func()
 	once    sync.Once
 }
@@ -88,7 +89,7 @@ func listen(addr string, log *slog.Logger, wrap func(http.Handler) http.Handler)
 // the URL answers 404. Close it when the event ends. onAbort (which may be nil) is called once,
 // after the first reply with status 500 has been written; the event has been aborted by then,
 // and the caller kills the program.
-func (s *Server) Open(ev *host.Event, onAbort func()) (url string, close func()) {
+func (s *Server) Open(ev *duilie.Event, onAbort func()) (url string, close func()) {
 	if onAbort == nil {
 		onAbort = func() {}
 	}
@@ -147,7 +148,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &tooBig):
 		// Abort keeps an earlier abort, whose message is then the reply.
-		status, text = http.StatusInternalServerError, e.ev.Abort(AbortMalformed+badTooBig).Error()
+		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, AbortMalformed+badTooBig).Error()
 	case err != nil:
 		// The program went away while sending: nobody is left to answer.
 		s.log.Debug("bridge call not read", "event", e.ev.ID(), "err", err)

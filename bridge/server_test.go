@@ -48,7 +48,7 @@ func inProcess(t *testing.T, n int, fn func(ev *host.Event, url string, aborts *
 	for i := range ds {
 		ds[i].Message = platform.Message{ID: fmt.Sprint(i), Attempts: 1, Body: []byte("1"), ContentType: platform.JSON}
 	}
-	err = h.Run(context.Background(), host.QueueEvent, host.NewBatch("in", ds), func(ev *host.Event) error {
+	_, err = h.RunBatch(context.Background(), host.DefaultConsumerConfig("in"), ds, func(ev *host.Event) error {
 		var aborts atomic.Int32
 		url, closeURL := s.Open(ev, func() { aborts.Add(1) })
 		defer closeURL()

@@ -7,19 +7,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duilie/duilie/internal/event"
 	"github.com/duilie/duilie/platform"
 )
 
-// ConsumerConfig configures the consumer of one queue (SPEC §11). Several settings have
-// meaningful zero values, so start from DefaultConsumerConfig rather than from a zero value.
+// ConsumerConfig configures the consumer of one queue (SPEC §11), a [[queues.consumers]] table
+// of duilie.toml. Several settings have meaningful zero values, so start from
+// DefaultConsumerConfig rather than from a zero value.
 type ConsumerConfig struct {
-	Queue           string
-	MaxBatchSize    int           // 1–100
-	MaxBatchTimeout time.Duration // 0–60 s: deliver a partial batch this long after its first message
-	MaxRetries      int           // 0–100: redeliveries before a message is dead-lettered or dropped
-	RetryDelay      time.Duration // 0–43200 s: the delay of a retry() without one, and after a failed event
-	DeadLetterQueue string        // "" for none: exhausted messages are deleted
-	MaxConcurrency  int           // 1–250 batches in flight
+	Queue           string        `toml:"queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"`
+	MaxBatchSize    int           `toml:"max_batch_size" rule:"must be 1–100"`
+	MaxBatchTimeout time.Duration `toml:"max_batch_timeout,seconds" rule:"must be 0–60 (seconds)"`                                                                            // deliver a partial batch this long after its first message
+	MaxRetries      int           `toml:"max_retries" rule:"must be 0–100"`                                                                                                   // redeliveries before a message is dead-lettered or dropped
+	RetryDelay      time.Duration `toml:"retry_delay,seconds" rule:"must be 0–43200 (seconds)"`                                                                               // the delay of a retry() without one, and after a failed event
+	DeadLetterQueue string        `toml:"dead_letter_queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"` // "" for none: exhausted messages are deleted
+	MaxConcurrency  int           `toml:"max_concurrency" rule:"must be 1–250 (batches at once)"`                                                                             // batches in flight at once
 }
 
 // DefaultConsumerConfig returns the consumer settings of SPEC §11 for queue: batches of up to
@@ -28,45 +30,80 @@ func DefaultConsumerConfig(queue string) ConsumerConfig {
 	return ConsumerConfig{Queue: queue, MaxBatchSize: 10, MaxBatchTimeout: 5 * time.Second, MaxRetries: 3, MaxConcurrency: 1}
 }
 
-// Validate reports the first setting outside its range.
+// Validate checks every setting. Its error joins one *platform.FieldError per mistake, in
+// field order.
 func (c ConsumerConfig) Validate() error {
+	var errs []error
+	bad := func(field string) { errs = append(errs, platform.Invalid(c, field)) }
+	if platform.CheckQueueName(c.Queue) != nil {
+		bad("Queue")
+	}
+	if c.MaxBatchSize < 1 || c.MaxBatchSize > 100 {
+		bad("MaxBatchSize")
+	}
+	if c.MaxBatchTimeout < 0 || c.MaxBatchTimeout > 60*time.Second {
+		bad("MaxBatchTimeout")
+	}
+	if c.MaxRetries < 0 || c.MaxRetries > 100 {
+		bad("MaxRetries")
+	}
+	if c.RetryDelay < 0 || c.RetryDelay > 43200*time.Second {
+		bad("RetryDelay")
+	}
 	switch {
-	case platform.CheckQueueName(c.Queue) != nil:
-		return fmt.Errorf("consumer: %w", platform.CheckQueueName(c.Queue))
-	case c.MaxBatchSize < 1 || c.MaxBatchSize > 100:
-		return fmt.Errorf("consumer %s: max_batch_size %d is outside 1–100", c.Queue, c.MaxBatchSize)
-	case c.MaxBatchTimeout < 0 || c.MaxBatchTimeout > 60*time.Second:
-		return fmt.Errorf("consumer %s: max_batch_timeout %v is outside 0–60s", c.Queue, c.MaxBatchTimeout)
-	case c.MaxRetries < 0 || c.MaxRetries > 100:
-		return fmt.Errorf("consumer %s: max_retries %d is outside 0–100", c.Queue, c.MaxRetries)
-	case c.RetryDelay < 0 || c.RetryDelay > 43200*time.Second:
-		return fmt.Errorf("consumer %s: retry_delay %v is outside 0–43200s", c.Queue, c.RetryDelay)
-	case c.MaxConcurrency < 1 || c.MaxConcurrency > 250:
-		return fmt.Errorf("consumer %s: max_concurrency %d is outside 1–250", c.Queue, c.MaxConcurrency)
+	case c.DeadLetterQueue == "":
+	case platform.CheckQueueName(c.DeadLetterQueue) != nil:
+		bad("DeadLetterQueue")
 	case c.DeadLetterQueue == c.Queue:
-		return fmt.Errorf("consumer %s: dead_letter_queue must be another queue", c.Queue)
-	case c.DeadLetterQueue != "" && platform.CheckQueueName(c.DeadLetterQueue) != nil:
-		return fmt.Errorf("consumer %s: dead_letter_queue: %w", c.Queue, platform.CheckQueueName(c.DeadLetterQueue))
+		errs = append(errs, &platform.FieldError{Field: "DeadLetterQueue", Rule: "must be another queue than the one consumed"})
+	}
+	if c.MaxConcurrency < 1 || c.MaxConcurrency > 250 {
+		bad("MaxConcurrency")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &consumerError{c.Queue, err}
 	}
 	return nil
 }
 
-// AckWait is how long the host asks a platform to keep a delivery in flight before
+// consumerError is a ConsumerConfig that does not validate.
+type consumerError struct {
+	queue string
+	err   error
+}
+
+func (e *consumerError) Error() string {
+	return fmt.Sprintf("consumer %q: %v", e.queue, e.err)
+}
+func (e *consumerError) Unwrap() error { return e.err }
+
+// ackWait is how long the host asks a platform to keep a delivery in flight before
 // redelivering it: beyond the longest a batch can wait to fill plus the event time limit, with
 // room to settle.
-func (h *Host) AckWait(c ConsumerConfig) time.Duration {
+func (h *Host) ackWait(c ConsumerConfig) time.Duration {
 	return c.MaxBatchTimeout + h.cfg.TimeLimit + 30*time.Second
 }
 
+// Backoff bounds of a consumer whose platform fails temporarily.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
 // Consume delivers the queue's messages to handler, one event per batch, until ctx ends; then
-// it takes no new batch and returns once the running events have ended and been settled. Call
-// Halt to abort running events sooner.
+// it takes no new batch and returns nil once the running events have ended and been settled.
+// Call Halt to abort running events sooner.
+//
+// A platform that fails to deliver is asked again, backing off from 0.1 s to 5 s, for as long
+// as its errors are temporary. A permanent error (platform.Permanent: bad credentials, a queue
+// that no longer exists) or a closed platform stops the consumer: Consume logs one line naming
+// the queue and the cause and returns the error.
 func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) error {
 	if err := cc.Validate(); err != nil {
 		return err
 	}
 	c, err := h.cfg.Platform.Consume(ctx, cc.Queue, platform.ConsumerOptions{
-		MaxBatchSize: cc.MaxBatchSize, MaxConcurrency: cc.MaxConcurrency, AckWait: h.AckWait(cc),
+		MaxBatchSize: cc.MaxBatchSize, MaxConcurrency: cc.MaxConcurrency, AckWait: h.ackWait(cc),
 	})
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", cc.Queue, err)
@@ -82,7 +119,7 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 	defer cancel()
 	defer context.AfterFunc(h.halt, cancel)()
 	slots := make(chan struct{}, cc.MaxConcurrency)
-	backoff := 100 * time.Millisecond
+	backoff := minBackoff
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -98,7 +135,8 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, platform.ErrClosed) {
+			if errors.Is(err, platform.ErrClosed) || platform.IsPermanent(err) {
+				h.log.Error("consumer stopped", "queue", cc.Queue, "err", err)
 				return fmt.Errorf("consume %s: %w", cc.Queue, err)
 			}
 			// The platform is failing (a lost connection, say): keep trying, not too often.
@@ -108,10 +146,10 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 			case <-ctx.Done():
 				return nil
 			}
-			backoff = min(2*backoff, 5*time.Second)
+			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff = minBackoff
 		if len(ds) == 0 { // a platform that broke Receive's promise: never run an empty batch
 			<-slots
 			continue
@@ -127,7 +165,7 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			_ = h.RunBatch(events, cc, c, ds, handler)
+			_ = h.runBatch(events, cc, c, ds, handler)
 		}()
 	}
 }
@@ -138,9 +176,16 @@ func (h *Host) release(ctx context.Context, cc ConsumerConfig, c platform.Consum
 	for i, d := range ds {
 		s.Messages[i] = platform.Resolution{Delivery: d, Action: platform.Action{Kind: platform.Release}}
 	}
-	if err := c.Settle(ctx, s); err != nil {
-		h.log.Error("release undelivered messages", "queue", cc.Queue, "err", err)
+	h.settleUnrun(ctx, c, s, Released)
+}
+
+// settleUnrun settles messages that no event ran, and reports them.
+func (h *Host) settleUnrun(ctx context.Context, c platform.Consumer, s platform.Settlement, why SettleReason) {
+	err := c.Settle(ctx, s)
+	if err != nil {
+		h.log.Error("settle messages no event ran", "queue", s.Queue, "reason", string(why), "err", err)
 	}
+	h.observe(&SettleReport{Queue: s.Queue, Reason: why, Messages: messageReports(s, time.Time{}), Err: err})
 }
 
 // collect gathers one batch: it waits for a first message, then fills the batch until it holds
@@ -166,69 +211,74 @@ func collect(ctx context.Context, c platform.Consumer, cc ConsumerConfig) ([]pla
 	return ds, nil
 }
 
-// RunBatch runs handler as one queue event on the deliveries, resolves every message by
-// SPEC §7 and settles the batch on c. It returns the event's failure, if any, or the
-// platform's error when settling failed. Messages whose retries were already exhausted before
-// this delivery (a crash or shutdown redelivered them once too often) are dead-lettered
-// without being delivered.
-func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery, handler Handler) error {
+// runBatch runs handler as one queue event on the deliveries, resolves every message by
+// SPEC §7, settles the batch on c and reports it. It returns the event's failure, if any, or
+// the platform's error when settling failed. Unless the platform counts retries itself,
+// messages whose retries were already exhausted before this delivery (a crash or shutdown
+// redelivered them once too often) are dead-lettered or dropped without being delivered.
+func (h *Host) runBatch(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery, handler Handler) error {
+	live := ds
+	if !h.caps.Retries {
+		var exhausted []platform.Resolution
+		live = ds[:0:0]
+		for _, d := range ds {
+			if d.Attempts > cc.MaxRetries+1 {
+				exhausted = append(exhausted, platform.Resolution{Delivery: d, Action: giveUp(cc)})
+				continue
+			}
+			live = append(live, d)
+		}
+		if len(exhausted) > 0 {
+			h.settleUnrun(ctx, c, platform.Settlement{Queue: cc.Queue, Messages: exhausted}, Exhausted)
+			if len(live) == 0 {
+				return nil
+			}
+		}
+	}
+
 	start := time.Now()
-	var exhausted []platform.Resolution
-	live := ds[:0:0]
-	for _, d := range ds {
-		if d.Attempts > cc.MaxRetries+1 {
-			exhausted = append(exhausted, platform.Resolution{Delivery: d, Action: giveUp(cc)})
-			continue
-		}
-		live = append(live, d)
-	}
-	if len(exhausted) > 0 {
-		if err := c.Settle(ctx, platform.Settlement{Queue: cc.Queue, Messages: exhausted}); err != nil {
-			h.log.Error("settle exhausted messages", "queue", cc.Queue, "err", err)
-		}
-		if len(live) == 0 && len(ds) > 0 {
-			return nil
-		}
-	}
-
-	b := NewBatch(cc.Queue, live)
-	stop := keepInFlight(ctx, c, live, h.AckWait(cc))
-	id, failure := h.runEvent(ctx, QueueEvent, b, handler)
+	stop := keepInFlight(ctx, c, live, h.ackWait(cc))
+	ev, s, failure := h.runQueueEvent(ctx, cc, live, handler)
 	stop()
+	duration := time.Since(start)
 
-	s := Resolve(cc, b, failure != nil)
 	settleErr := c.Settle(ctx, s)
-
-	var count [platform.Release + 1]int
-	for _, r := range s.Messages {
-		count[r.Action.Kind]++
-	}
-	attrs := []any{"event", id, "queue", cc.Queue, "batch", len(live), "outcome", Outcome(failure),
-		"duration", time.Since(start).Round(time.Microsecond), "acked", count[platform.Done],
-		"retried", count[platform.Redeliver], "dead", count[platform.DeadLetter], "dropped", count[platform.Drop]}
-	if failure != nil {
-		attrs = append(attrs, "err", failure.Error())
-	}
 	if settleErr != nil {
-		attrs = append(attrs, "settle_err", settleErr.Error())
-		h.log.Error("queue event", attrs...)
-		return errors.Join(failure, settleErr)
+		h.log.Error("settle", "event", ev.ID(), "queue", cc.Queue, "err", settleErr)
 	}
-	h.log.Info("queue event", attrs...)
-	return failure
+	h.observe(&EventReport{ID: ev.ID(), Kind: QueueEvent, Outcome: OutcomeOf(failure), Err: failure,
+		Start: start, Duration: duration, Queue: cc.Queue, Batch: len(live),
+		Messages: messageReports(s, start), SettleErr: settleErr})
+	return errors.Join(failure, settleErr)
 }
 
-// Outcome names how an event ended, for logs: "ok", "aborted" or "failed".
-func Outcome(failure error) string {
-	var a *Abort
-	switch {
-	case failure == nil:
-		return "ok"
-	case errors.As(failure, &a):
-		return "aborted"
-	default:
-		return "failed"
+// RunBatch runs handler as one queue event on a batch of deliveries from cc.Queue, exactly as
+// the consumer runtime runs a batch, and returns how the host resolves each message when the
+// event has ended (SPEC §7), and the event's failure. The platform is not told: settling the
+// batch is the caller's. It is for adapters that receive batches themselves (a Worker's queue
+// handler) and for tests of programs.
+func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, ds []platform.Delivery, handler Handler) (platform.Settlement, error) {
+	_, s, failure := h.runQueueEvent(ctx, cc, ds, handler)
+	return s, failure
+}
+
+func (h *Host) runQueueEvent(ctx context.Context, cc ConsumerConfig, ds []platform.Delivery, handler Handler) (*Event, platform.Settlement, error) {
+	b := event.NewBatch(cc.Queue, ds)
+	ev, failure := h.runEvent(ctx, QueueEvent, b, handler)
+	return ev, resolve(cc, h.caps, b, failure != nil), failure
+}
+
+// messageReports reports each message of a settlement; start is when its handler started, or
+// the zero time for messages no handler saw.
+func messageReports(s platform.Settlement, start time.Time) []MessageReport {
+	out := make([]MessageReport, len(s.Messages))
+	for i, r := range s.Messages {
+		out[i] = MessageReport{ID: r.ID, Attempts: r.Attempts, Call: r.Call, Action: r.Action}
+		if !start.IsZero() {
+			out[i].Lag = lag(r.Message, start)
+		}
 	}
+	return out
 }
 
 // keepInFlight restarts the deliveries' ack wait every half of it while the event runs. The ack
@@ -256,19 +306,26 @@ func keepInFlight(ctx context.Context, c platform.Consumer, ds []platform.Delive
 	return func() { cancel(); <-done }
 }
 
-// Resolve decides what becomes of each message of a batch whose event has ended (SPEC §7):
+// resolve decides what becomes of each message of a batch whose event has ended (SPEC §7):
 // an explicit ack is final even when the event failed; an explicit retry is redelivered after
 // its delay, or the consumer's retry_delay; with no call, a normal end is success and a failure
 // redelivers after retry_delay. A redelivery that would exceed max_retries dead-letters the
 // message, or drops it when there is no dead-letter queue.
-func Resolve(cc ConsumerConfig, b *Batch, failed bool) platform.Settlement {
-	calls := b.freeze()
+//
+// On a platform that counts retries itself (platform.Capabilities.Retries) the host makes no
+// such decision: a retried message, or one of a failed event, is redelivered with the delay
+// the program asked for (0: the platform's own), and the platform applies its retry limit and
+// dead-letter queue.
+func resolve(cc ConsumerConfig, caps platform.Capabilities, b *event.Batch, failed bool) platform.Settlement {
+	calls := b.Freeze()
 	s := platform.Settlement{Queue: cc.Queue, Failed: failed, Messages: make([]platform.Resolution, len(calls))}
 	for i, call := range calls {
-		r := platform.Resolution{Delivery: b.deliveries[i], Call: call}
+		r := platform.Resolution{Delivery: b.Delivery(i), Call: call}
 		switch {
 		case call.Kind == platform.AckCall, call.Kind == platform.NoCall && !failed:
 			r.Action = platform.Action{Kind: platform.Done}
+		case caps.Retries:
+			r.Action = platform.Action{Kind: platform.Redeliver, Delay: time.Duration(call.DelaySeconds) * time.Second}
 		case r.Attempts >= cc.MaxRetries+1:
 			r.Action = giveUp(cc)
 		default:

@@ -1,9 +1,12 @@
-// Package host runs programs: it owns events (their kind, permissions, bindings, batch, time
-// limit and abort state) and the consumer runtime that turns platform deliveries into queue
-// events and settles them by SPEC §7.
+// Package host runs programs: it makes events (their kind, permissions, bindings, batch, time
+// limit and abort state), runs the consumer runtime that turns platform deliveries into queue
+// events and settles them by SPEC §7, runs fetch events for HTTP requests, and reports every
+// event and send to an Observer.
 //
 // A program is a Handler, called once per event. Programs in other languages run as a Handler
-// that starts a process per event and serves it the interface over the bridge.
+// that starts a process per event and serves it the interface over the bridge (package bridge).
+// Package server composes a host, a platform and a program into the running host that
+// duilie serve is; most Go code embeds that rather than a Host.
 package host
 
 import (
@@ -15,12 +18,34 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duilie/duilie/internal/event"
 	"github.com/duilie/duilie/platform"
+)
+
+// Event is one run of a program (see package duilie).
+type Event = event.Event
+
+// Kind is an event's kind, as 读取入站事件种类 reports it.
+type Kind = event.Kind
+
+// Event kinds.
+const (
+	QueueEvent = event.QueueEvent // a batch delivery
+	FetchEvent = event.FetchEvent // an HTTP request
 )
 
 // Handler is a program: the host calls it once per event. Returning an error or panicking fails
 // the event; so does an abort, whatever the handler returns.
-type Handler func(ev *Event) error
+type Handler = event.Handler
+
+// Exception is a catchable failure (豫言异常); its Error is the spec's message.
+type Exception = event.Exception
+
+// Abort is a host abort; its Error is the spec's message.
+type Abort = event.Abort
+
+// AbortTimeLimit is the abort reason of an event past its time limit, or halted.
+const AbortTimeLimit = event.AbortTimeLimit
 
 // Permissions is the host's allow-list (许可), shaped {"QUEUE":["PAGE_QUEUE", …]}.
 type Permissions struct {
@@ -42,14 +67,27 @@ type Config struct {
 	// Bindings maps each configured binding to its queue.
 	Bindings map[string]string
 	// TimeLimit is each event's wall-clock limit, 1 ms – 900 s; 0 means 30 s.
-	TimeLimit time.Duration
-	// Logger receives one line per event; nil means slog.Default().
+	TimeLimit time.Duration `rule:"must be 1–900000 (milliseconds)"`
+	// Observer, when set, receives a report of every event, send and settlement.
+	Observer Observer
+	// Logger receives the host's own failures (a platform that fails to deliver or settle);
+	// nil means slog.Default(). Events are reported to the Observer, not logged.
 	Logger *slog.Logger
+}
+
+// CheckTimeLimit reports whether d is a valid event time limit (1 ms – 900 s); its error is a
+// *platform.FieldError for Config.TimeLimit.
+func CheckTimeLimit(d time.Duration) error {
+	if d < time.Millisecond || d > MaxTimeLimit {
+		return platform.Invalid(Config{}, "TimeLimit")
+	}
+	return nil
 }
 
 // Host runs events against a platform.
 type Host struct {
 	cfg       Config
+	caps      platform.Capabilities
 	permitted map[string]bool
 	log       *slog.Logger
 
@@ -65,16 +103,16 @@ func New(cfg Config) (*Host, error) {
 	if cfg.Platform == nil {
 		return nil, errors.New("host: Config.Platform is required")
 	}
-	switch {
-	case cfg.TimeLimit == 0:
+	if cfg.TimeLimit == 0 {
 		cfg.TimeLimit = DefaultTimeLimit
-	case cfg.TimeLimit < time.Millisecond || cfg.TimeLimit > MaxTimeLimit:
-		return nil, fmt.Errorf("host: time limit %v is outside 1ms–900s", cfg.TimeLimit)
+	} else if err := CheckTimeLimit(cfg.TimeLimit); err != nil {
+		return nil, fmt.Errorf("host: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Host{cfg: cfg, permitted: map[string]bool{}, log: cfg.Logger, queues: map[string]platform.Queue{}}
+	h := &Host{cfg: cfg, caps: platform.CapabilitiesOf(cfg.Platform), permitted: map[string]bool{},
+		log: cfg.Logger, queues: map[string]platform.Queue{}}
 	h.halt, h.haltFunc = context.WithCancel(context.Background())
 	for _, b := range cfg.Permissions.Queue {
 		h.permitted[b] = true
@@ -92,51 +130,77 @@ func (h *Host) Platform() platform.Platform { return h.cfg.Platform }
 // once running events have had their grace period. Their messages are redelivered.
 func (h *Host) Halt() { h.haltFunc() }
 
-// resolve finds a binding's queue, or says why the event must abort, or returns the
+// Halted reports whether Halt has been called.
+func (h *Host) Halted() bool { return h.halt.Err() != nil }
+
+// observe hands r to the observer, if there is one.
+func (h *Host) observe(r Report) {
+	if h.cfg.Observer != nil {
+		h.cfg.Observer(r)
+	}
+}
+
+// runtime is the host as its events see it.
+type runtime Host
+
+// Resolve finds a binding's queue, or says why the event must abort, or returns the
 // platform's failure to provide the queue.
-func (h *Host) resolve(ctx context.Context, binding string) (q platform.Queue, abort string, err error) {
+func (rt *runtime) Resolve(ctx context.Context, binding string) (platform.Queue, string, string, error) {
+	h := (*Host)(rt)
 	if !h.permitted[binding] {
-		return nil, abortNotPermitted + binding, nil
+		return nil, "", event.AbortNotPermitted + binding, nil
 	}
 	name, ok := h.cfg.Bindings[binding]
 	if !ok {
-		return nil, abortNoBinding + binding, nil
+		return nil, "", event.AbortNoBinding + binding, nil
 	}
 	h.mu.Lock()
-	q, ok = h.queues[name]
+	q, ok := h.queues[name]
 	h.mu.Unlock()
 	if ok {
-		return q, "", nil
+		return q, name, "", nil
 	}
-	if q, err = h.cfg.Platform.Queue(ctx, name); err != nil {
-		return nil, "", err
+	q, err := h.cfg.Platform.Queue(ctx, name)
+	if err != nil {
+		return nil, name, "", err
 	}
 	h.mu.Lock()
 	h.queues[name] = q
 	h.mu.Unlock()
-	return q, "", nil
+	return q, name, "", nil
 }
 
-// Run runs handler as one event of the given kind (with batch b for a queue event, nil
-// otherwise) and returns nil when the event ended normally, or why it failed: the event's abort,
-// the handler's error, or its panic. Past the time limit the event is aborted with
-// 执行超过时限 and Run returns without waiting for the handler, whose later calls all return
-// that abort.
-func (h *Host) Run(ctx context.Context, kind Kind, b *Batch, handler Handler) error {
-	_, err := h.runEvent(ctx, kind, b, handler)
+// Sent reports a send.
+func (rt *runtime) Sent(ev *Event, s event.Send) {
+	h := (*Host)(rt)
+	if h.cfg.Observer == nil {
+		return
+	}
+	h.cfg.Observer(&SendReport{Event: ev.ID(), Binding: s.Binding, Queue: s.Queue, Batch: s.Batch,
+		Messages: s.Messages, Bytes: s.Bytes, Delayed: s.Delayed, Err: s.Err, Start: s.Start, Duration: s.Duration})
+}
+
+// Run runs handler as one fetch-kind event, as an HTTP request would, and returns nil when the
+// event ended normally, or why it failed: the event's abort, the handler's error, or its panic.
+// Past the time limit the event is aborted with 执行超过时限 and Run returns without waiting
+// for the handler, whose later calls all return that abort. It is how code outside an HTTP
+// request (a command, a timer) sends: the handler calls duilie.Send.
+func (h *Host) Run(ctx context.Context, handler Handler) error {
+	_, err := h.runEvent(ctx, FetchEvent, nil, handler)
 	return err
 }
 
-// runEvent is Run, also returning the event's id for logs.
-func (h *Host) runEvent(ctx context.Context, kind Kind, b *Batch, handler Handler) (id string, err error) {
+// runEvent runs handler as one event of kind with batch b, and returns the event (for its id)
+// and its failure.
+func (h *Host) runEvent(ctx context.Context, kind Kind, b *event.Batch, handler Handler) (*Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.TimeLimit)
 	defer cancel()
 	defer context.AfterFunc(h.halt, cancel)()
-	ev := newEvent(ctx, h, kind, b)
+	ev := event.New(ctx, (*runtime)(h), kind, b)
 	if h.halt.Err() != nil {
-		return ev.id, ev.Abort(AbortTimeLimit) // halted: no event runs any more
+		return ev, event.AbortWith(ev, AbortTimeLimit) // halted: no event runs any more
 	}
-	return ev.id, h.run(ev, func() error { return handler(ev) })
+	return ev, h.run(ev, func() error { return handler(ev) })
 }
 
 func (h *Host) run(ev *Event, body func() error) error {
@@ -145,7 +209,7 @@ func (h *Host) run(ev *Event, body func() error) error {
 		returned := false
 		defer func() {
 			if p := recover(); p != nil {
-				done <- fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+				done <- &PanicError{Value: p, Stack: debug.Stack()}
 			} else if !returned {
 				done <- errors.New("the handler exited its goroutine (runtime.Goexit) without returning")
 			}
@@ -157,12 +221,20 @@ func (h *Host) run(ev *Event, body func() error) error {
 	var err error
 	select {
 	case err = <-done:
-	case <-ev.ctx.Done():
+	case <-ev.Context().Done():
 		// The time limit passed, or the host halted: either way the event cannot finish.
-		err = ev.Abort(AbortTimeLimit)
+		err = event.AbortWith(ev, AbortTimeLimit)
 	}
 	if a := ev.Err(); a != nil {
 		return a
 	}
 	return err
 }
+
+// PanicError is the failure of an event whose handler panicked.
+type PanicError struct {
+	Value any
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/event"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -46,8 +47,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestBindings(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 0)
 	for binding, want := range map[string]string{"A": "", "B": "未授权的QUEUE绑定：B", "GHOST": "绑定不存在：GHOST", "": "未授权的QUEUE绑定："} {
-		err := h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error {
-			_, err := ev.Queue(binding)
+		err := h.Run(context.Background(), func(ev *host.Event) error {
+			_, _, err := event.Queue(ev, binding)
 			return err
 		})
 		var ab *host.Abort
@@ -59,9 +60,9 @@ func TestBindings(t *testing.T) {
 
 func TestFirstAbortWins(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 0)
-	err := h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error {
-		a := ev.Abort("first")
-		b := ev.Abort("second")
+	err := h.Run(context.Background(), func(ev *host.Event) error {
+		a := event.AbortWith(ev, "first")
+		b := event.AbortWith(ev, "second")
 		if a != b || ev.Err() != a {
 			t.Errorf("aborts %v, %v, Err %v", a, b, ev.Err())
 		}
@@ -75,18 +76,18 @@ func TestFirstAbortWins(t *testing.T) {
 func TestHandlerFailures(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 0)
 	ctx := context.Background()
-	if err := h.Run(ctx, host.FetchEvent, nil, func(*host.Event) error { return nil }); err != nil {
+	if err := h.Run(ctx, func(*host.Event) error { return nil }); err != nil {
 		t.Errorf("normal end: %v", err)
 	}
-	if err := h.Run(ctx, host.FetchEvent, nil, func(*host.Event) error { return io.EOF }); !errors.Is(err, io.EOF) {
+	if err := h.Run(ctx, func(*host.Event) error { return io.EOF }); !errors.Is(err, io.EOF) {
 		t.Errorf("error: %v", err)
 	}
-	err := h.Run(ctx, host.FetchEvent, nil, func(*host.Event) error { panic("boom") })
+	err := h.Run(ctx, func(*host.Event) error { panic("boom") })
 	if err == nil || !strings.Contains(err.Error(), "panic: boom") {
 		t.Errorf("panic: %v", err)
 	}
 	// The host carries on after a panic.
-	if err := h.Run(ctx, host.QueueEvent, host.NewBatch("q", nil), func(ev *host.Event) error { return nil }); err != nil {
+	if _, err := h.RunBatch(ctx, host.DefaultConsumerConfig("q"), nil, func(ev *host.Event) error { return nil }); err != nil {
 		t.Errorf("after a panic: %v", err)
 	}
 }
@@ -95,7 +96,7 @@ func TestTimeLimitAndHalt(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 100*time.Millisecond)
 	start := time.Now()
 	release := make(chan struct{})
-	err := h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error { <-release; return nil })
+	err := h.Run(context.Background(), func(ev *host.Event) error { <-release; return nil })
 	close(release)
 	var ab *host.Abort
 	if !errors.As(err, &ab) || ab.Reason != "执行超过时限" {
@@ -107,11 +108,11 @@ func TestTimeLimitAndHalt(t *testing.T) {
 
 	h = newHost(t, memory.New(memory.Options{}), time.Minute)
 	go func() { time.Sleep(50 * time.Millisecond); h.Halt() }()
-	err = h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error { <-ev.Context().Done(); return nil })
+	err = h.Run(context.Background(), func(ev *host.Event) error { <-ev.Context().Done(); return nil })
 	if !errors.As(err, &ab) {
 		t.Fatalf("halted event: %v", err)
 	}
-	if err := h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error { return nil }); !errors.As(err, &ab) {
+	if err := h.Run(context.Background(), func(ev *host.Event) error { return nil }); !errors.As(err, &ab) {
 		t.Errorf("an event after Halt: %v", err)
 	}
 }
@@ -152,7 +153,7 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		call   func(b *host.Batch)
+		call   func(b *event.Batch)
 		failed bool
 		att    int
 		want   want
@@ -160,59 +161,95 @@ func TestResolve(t *testing.T) {
 		{"no call, ok", nil, false, 1, want{platform.Done, 0}},
 		{"no call, failed", nil, true, 1, want{platform.Redeliver, 7 * time.Second}},
 		{"no call, failed, exhausted", nil, true, 3, want{platform.DeadLetter, 0}},
-		{"ack, failed", func(b *host.Batch) { b.Ack(0) }, true, 3, want{platform.Done, 0}},
-		{"retry 0", func(b *host.Batch) { b.Retry(0, 0) }, false, 1, want{platform.Redeliver, 7 * time.Second}},
-		{"retry 30", func(b *host.Batch) { b.Retry(0, 30) }, false, 2, want{platform.Redeliver, 30 * time.Second}},
-		{"retry, exhausted", func(b *host.Batch) { b.Retry(0, 30) }, false, 3, want{platform.DeadLetter, 0}},
-		{"ack then retry", func(b *host.Batch) { b.Ack(0); b.Retry(0, 5) }, true, 1, want{platform.Done, 0}},
-		{"retry then ack", func(b *host.Batch) { b.Retry(0, 5); b.Ack(0) }, false, 1, want{platform.Redeliver, 5 * time.Second}},
+		{"ack, failed", func(b *event.Batch) { ack(b) }, true, 3, want{platform.Done, 0}},
+		{"retry 0", func(b *event.Batch) { retry(b, 0) }, false, 1, want{platform.Redeliver, 7 * time.Second}},
+		{"retry 30", func(b *event.Batch) { retry(b, 30) }, false, 2, want{platform.Redeliver, 30 * time.Second}},
+		{"retry, exhausted", func(b *event.Batch) { retry(b, 30) }, false, 3, want{platform.DeadLetter, 0}},
+		{"ack then retry", func(b *event.Batch) { ack(b); retry(b, 5) }, true, 1, want{platform.Done, 0}},
+		{"retry then ack", func(b *event.Batch) { retry(b, 5); ack(b) }, false, 1, want{platform.Redeliver, 5 * time.Second}},
 	} {
-		b := host.NewBatch("q", []platform.Delivery{msg(tc.att)})
+		b := event.NewBatch("q", []platform.Delivery{msg(tc.att)})
 		if tc.call != nil {
 			tc.call(b)
 		}
-		s := host.Resolve(cc, b, tc.failed)
+		s := host.Resolve(cc, platform.Capabilities{}, b, tc.failed)
 		a := s.Messages[0].Action
 		if a.Kind != tc.want.kind || a.Delay != tc.want.delay || (a.Kind == platform.DeadLetter && a.Queue != "dead") || s.Failed != tc.failed {
 			t.Errorf("%s: got %+v", tc.name, a)
 		}
 		// Calls after the event ended change nothing.
-		b.Ack(0)
-		b.Retry(0, 1)
-		if again := host.Resolve(cc, b, tc.failed); again.Messages[0].Action != a {
+		ack(b)
+		retry(b, 1)
+		if again := host.Resolve(cc, platform.Capabilities{}, b, tc.failed); again.Messages[0].Action != a {
 			t.Errorf("%s: a call after the end changed %+v to %+v", tc.name, a, again.Messages[0].Action)
 		}
 	}
 	cc.DeadLetterQueue = ""
-	b := host.NewBatch("q", []platform.Delivery{msg(3)})
-	if a := host.Resolve(cc, b, true).Messages[0].Action; a.Kind != platform.Drop {
+	b := event.NewBatch("q", []platform.Delivery{msg(3)})
+	if a := host.Resolve(cc, platform.Capabilities{}, b, true).Messages[0].Action; a.Kind != platform.Drop {
 		t.Errorf("exhausted without a dead-letter queue: %+v", a)
 	}
 }
 
+func ack(b *event.Batch) { b.Record(0, platform.Call{Kind: platform.AckCall}) }
+func retry(b *event.Batch, delay int) {
+	b.Record(0, platform.Call{Kind: platform.RetryCall, DelaySeconds: delay})
+}
+
 // A message redelivered past max_retries + 1 (a crash redelivered it) is dead-lettered without
-// running the program.
+// running the program, and reported as exhausted.
 func TestExhaustedBeforeDelivery(t *testing.T) {
 	p := memory.New(memory.Options{Record: true})
-	h := newHost(t, p, 0)
+	reports := make(chan host.Report, 10)
+	h, err := host.New(host.Config{Platform: p, Logger: quiet(), Observer: func(r host.Report) { reports <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cc := host.DefaultConsumerConfig("qa")
 	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 1, "dead", 0
 	p.Put("qa", platform.Message{ID: "old", Attempts: 3, Body: []byte("1"), ContentType: platform.JSON},
 		platform.Message{ID: "new", Attempts: 1, Body: []byte("2"), ContentType: platform.JSON})
 	var saw []string
-	c, _ := p.Consume(context.Background(), "qa", platform.ConsumerOptions{})
-	ds, err := c.Receive(context.Background(), 10)
-	if err != nil || len(ds) != 2 {
-		t.Fatal(ds, err)
-	}
-	err = h.RunBatch(context.Background(), cc, c, ds, func(ev *host.Event) error {
-		for i := range ev.Batch().Len() {
-			saw = append(saw, ev.Batch().Message(i).ID)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- h.Consume(ctx, cc, func(ev *host.Event) error {
+			b := event.BatchOf(ev)
+			for i := range b.Len() {
+				saw = append(saw, b.Message(i).ID)
+			}
+			return nil
+		})
+	}()
+	var settled *host.SettleReport
+	var ran *host.EventReport
+	for settled == nil || ran == nil {
+		select {
+		case r := <-reports:
+			switch r := r.(type) {
+			case *host.SettleReport:
+				settled = r
+			case *host.EventReport:
+				ran = r
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no reports")
 		}
-		return nil
-	})
-	if err != nil || len(saw) != 1 || saw[0] != "new" {
-		t.Fatalf("program saw %v (%v)", saw, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(saw) != 1 || saw[0] != "new" {
+		t.Fatalf("program saw %v", saw)
+	}
+	if settled.Queue != "qa" || settled.Reason != host.Exhausted || len(settled.Messages) != 1 ||
+		settled.Messages[0].ID != "old" || settled.Messages[0].Attempts != 3 ||
+		settled.Messages[0].Action != (platform.Action{Kind: platform.DeadLetter, Queue: "dead"}) {
+		t.Errorf("settle report %+v", settled)
+	}
+	if ran.Batch != 1 || ran.Messages[0].ID != "new" {
+		t.Errorf("event report %+v", ran)
 	}
 	s, _ := p.Stats(context.Background())
 	if s[0].Queue != "dead" || s[0].Ready != 1 {
@@ -284,7 +321,7 @@ func TestConsumeEndsWhenPlatformCloses(t *testing.T) {
 func TestGoexitFailsAtOnce(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 10*time.Second)
 	start := time.Now()
-	err := h.Run(context.Background(), host.FetchEvent, nil, func(*host.Event) error { runtime.Goexit(); return nil })
+	err := h.Run(context.Background(), func(*host.Event) error { runtime.Goexit(); return nil })
 	if err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("got %v after %v", err, time.Since(start))
 	}

@@ -61,6 +61,10 @@ type Message struct {
 	Attempts    int    // deliveries so far, counting this one (from 1); a platform may undercount deliveries made just before a crash
 	Body        []byte
 	ContentType ContentType
+	// Due is when the message became deliverable, Unix milliseconds: the end of its send or
+	// retry delay, or 0 when it was deliverable from Timestamp on (or the platform cannot tell).
+	// Only the host's reports read it (delivery lag); programs never see it.
+	Due int64
 }
 
 // Delivery is a message in flight: handed to a consumer and not yet settled.
@@ -158,14 +162,63 @@ type Platform interface {
 	Queue(ctx context.Context, name string) (Queue, error)
 	// Consume starts delivering the named queue's messages.
 	Consume(ctx context.Context, name string, opts ConsumerOptions) (Consumer, error)
-	// Stats reports the platform's queues, sorted by name.
-	Stats(ctx context.Context) ([]QueueStats, error)
 	// Close releases the platform. Messages not yet settled stay for a later consumer.
 	Close() error
 }
 
+// Stater is implemented by a platform that can count its queues' messages (duilie queues).
+type Stater interface {
+	// Stats reports the platform's queues, sorted by name.
+	Stats(ctx context.Context) ([]QueueStats, error)
+}
+
+// Capabilities are what a platform does beyond storing, delivering and settling.
+type Capabilities struct {
+	// Retries: the platform counts deliveries, applies its consumers' max_retries and moves
+	// exhausted messages to their dead-letter queues itself, as Cloudflare Queues does. The host
+	// then hands it each message's call and the event's outcome (Done for an ack or a normal
+	// end, Redeliver for a retry or a failed event) and never dead-letters or drops a message on
+	// its own.
+	Retries bool
+}
+
+// Capable is implemented by a platform that has capabilities.
+type Capable interface {
+	Capabilities() Capabilities
+}
+
+// CapabilitiesOf returns p's capabilities; a platform that declares none has none.
+func CapabilitiesOf(p Platform) Capabilities {
+	if c, ok := p.(Capable); ok {
+		return c.Capabilities()
+	}
+	return Capabilities{}
+}
+
 // ErrClosed is returned by a platform, queue or consumer that has been closed.
 var ErrClosed = errors.New("platform closed")
+
+// Permanent marks err as a failure that trying again will not mend: bad credentials, a queue
+// that no longer exists. A consumer whose Receive fails permanently stops (with one log line
+// naming the queue and the cause) instead of backing off and trying again, as it does for every
+// other error. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked Permanent.
+func IsPermanent(err error) bool {
+	var pe *permanentError
+	return errors.As(err, &pe)
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
 
 // NewMessageID returns a fresh message id: 32 lowercase hex characters from a random source.
 func NewMessageID() string {

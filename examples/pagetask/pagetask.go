@@ -4,8 +4,7 @@
 // that fails to render (the "fail" flag stands in for a failed render) is retried after
 // min(300, 15·2^min(attempts,4)) seconds; every other task is rendered and acked.
 //
-// Consumer.Queue is the queue handler and Fetch the fetch handler of examples/page-go, and
-// duilie demo runs the same Consumer in-process.
+// Consumer.Queue is the queue handler and Fetch the fetch handler of examples/page-go.
 package pagetask
 
 import (
@@ -77,8 +76,6 @@ type Consumer struct {
 	Render func(ctx context.Context, t Task, attempts int) error
 	// Backoff is the retry delay in seconds after a failed render; nil means Backoff.
 	Backoff func(attempts int) int
-	// Observe, when set, hears of every task's outcome (the demo counts them).
-	Observe func(m *duilie.Message[Task], o Outcome)
 	// Logger gets one line per task; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -138,9 +135,7 @@ func (c *Consumer) Queue(ev *host.Event) error {
 		if err != nil {
 			return err
 		}
-		if c.Observe != nil {
-			c.Observe(m, o)
-		}
+		log.Debug("task", append(attrs, "outcome", string(o))...)
 	}
 	return nil
 }

@@ -3,16 +3,16 @@ package pagetask_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/duilietest"
 	"github.com/duilie/duilie/examples/pagetask"
 	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
-	"github.com/duilie/duilie/platform/memory"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -26,125 +26,100 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// One batch with every kind of task: the platform hears an ack for the rendered, stale and
-// malformed tasks and a retry after the backoff for the failed ones.
+// One batch with every kind of task: an ack for the rendered, stale and malformed tasks and a
+// retry after the backoff for the failed ones.
 func TestConsumer(t *testing.T) {
 	t.Setenv("PAGE_VERSION", "v9")
-	p := memory.New(memory.Options{Record: true})
-	h, _ := host.New(host.Config{Platform: p, Logger: quiet})
-	msg := func(id string, attempts int, body string) platform.Message {
-		return platform.Message{ID: id, Attempts: attempts, Timestamp: 1700000000000, Body: []byte(body), ContentType: platform.JSON}
-	}
-	p.Put("page-render",
-		msg("rendered", 1, `{"kind":"page","url":"/a","version":"v9"}`),
-		msg("stale", 1, `{"kind":"release","url":"/b","version":"v8"}`),
-		msg("failed1", 1, `{"kind":"page","url":"/c","version":"v9","fail":true}`),
-		msg("failed3", 3, `{"kind":"page","url":"/d","version":"v9","fail":true}`),
-		msg("malformed", 1, `"just a string"`),
-		msg("nokind", 1, `{"url":"/e","version":"v9"}`),
+	c := &pagetask.Consumer{Logger: quiet}
+	res := duilietest.RunQueue(c.Queue, duilietest.Config{},
+		duilietest.Message{ID: "rendered", Body: `{"kind":"page","url":"/a","version":"v9"}`},
+		duilietest.Message{ID: "stale", Body: `{"kind":"release","url":"/b","version":"v8"}`},
+		duilietest.Message{ID: "failed1", Body: `{"kind":"page","url":"/c","version":"v9","fail":true}`},
+		duilietest.Message{ID: "failed3", Attempts: 3, Body: `{"kind":"page","url":"/d","version":"v9","fail":true}`},
+		duilietest.Message{ID: "malformed", Body: `"just a string"`},
+		duilietest.Message{ID: "nokind", Body: `{"url":"/e","version":"v9"}`},
 	)
-	var outcomes []string
-	c := &pagetask.Consumer{Logger: quiet, Observe: func(m *duilie.Message[pagetask.Task], o pagetask.Outcome) {
-		outcomes = append(outcomes, m.ID+":"+string(o))
-	}}
-	cons, _ := p.Consume(context.Background(), "page-render", platform.ConsumerOptions{})
-	ds, _ := cons.Receive(context.Background(), 10)
-	if err := h.RunBatch(context.Background(), host.DefaultConsumerConfig("page-render"), cons, ds, c.Queue); err != nil {
-		t.Fatal(err)
+	if res.Outcome != host.OK {
+		t.Fatalf("outcome %s: %v", res.Outcome, res.Err)
 	}
-	var calls []string
-	for _, call := range p.Calls() {
-		calls = append(calls, call.String())
+	if got := res.Acks; len(got) != 4 || got[0] != 0 || got[1] != 1 || got[2] != 4 || got[3] != 5 {
+		t.Errorf("acks %v, want [0 1 4 5]", got)
 	}
-	want := `ack(rendered) ack(stale) retry(failed1, {"delaySeconds":30}) retry(failed3, {"delaySeconds":120}) ack(malformed) ack(nokind)`
-	if got := strings.Join(calls, " "); got != want {
-		t.Errorf("calls:\n%s\nwant:\n%s", got, want)
+	want := []duilietest.Retry{{Index: 2, DelaySeconds: 30}, {Index: 3, DelaySeconds: 120}}
+	if len(res.Retries) != 2 || res.Retries[0] != want[0] || res.Retries[1] != want[1] {
+		t.Errorf("retries %v, want %v", res.Retries, want)
 	}
-	if got := strings.Join(outcomes, " "); got != "rendered:rendered stale:stale failed1:retried failed3:retried malformed:malformed nokind:malformed" {
-		t.Errorf("outcomes: %s", got)
+	if a := res.Messages[3].Action; a.Kind != platform.Redeliver || a.Delay.Seconds() != 120 {
+		t.Errorf("failed3 action %+v", a)
 	}
 }
 
 // The default version is v8, and a Render error is a retry like "fail".
 func TestConsumerDefaults(t *testing.T) {
 	t.Setenv("PAGE_VERSION", "")
-	p := memory.New(memory.Options{Record: true})
-	h, _ := host.New(host.Config{Platform: p, Logger: quiet})
-	p.Put("q",
-		platform.Message{ID: "v8", Attempts: 1, Body: []byte(`{"kind":"page","url":"/a","version":"v8"}`), ContentType: platform.JSON},
-		platform.Message{ID: "v7", Attempts: 2, Body: []byte(`{"kind":"page","url":"/b","version":"v7"}`), ContentType: platform.JSON},
-	)
 	c := &pagetask.Consumer{Logger: quiet, Backoff: func(int) int { return 1 },
 		Render: func(ctx context.Context, t pagetask.Task, attempts int) error { return errors.New("no renderer") }}
-	cons, _ := p.Consume(context.Background(), "q", platform.ConsumerOptions{})
-	ds, _ := cons.Receive(context.Background(), 10)
-	_ = h.RunBatch(context.Background(), host.DefaultConsumerConfig("q"), cons, ds, c.Queue)
-	var calls []string
-	for _, call := range p.Calls() {
-		calls = append(calls, call.String())
-	}
-	if got := strings.Join(calls, " "); got != `retry(v8, {"delaySeconds":1}) ack(v7)` {
-		t.Errorf("calls: %s", got)
+	res := duilietest.RunQueue(c.Queue, duilietest.Config{},
+		duilietest.Message{ID: "v8", Body: `{"kind":"page","url":"/a","version":"v8"}`},
+		duilietest.Message{ID: "v7", Attempts: 2, Body: `{"kind":"page","url":"/b","version":"v7"}`},
+	)
+	if len(res.Retries) != 1 || res.Retries[0] != (duilietest.Retry{Index: 0, DelaySeconds: 1}) || len(res.Acks) != 1 || res.Acks[0] != 1 {
+		t.Errorf("retries %v acks %v", res.Retries, res.Acks)
 	}
 }
 
 // The fetch handler: a form, a task sent as JSON or as form fields, the interface's exception
 // as 400, an abort failing the event.
 func TestFetch(t *testing.T) {
-	p := memory.New(memory.Options{Record: true})
-	h, _ := host.New(host.Config{Platform: p, Logger: quiet,
-		Permissions: host.Permissions{Queue: []string{"PAGE_QUEUE"}}, Bindings: map[string]string{"PAGE_QUEUE": "page-render"}})
-	serve := func(method, target, contentType, body string) (*httptest.ResponseRecorder, error) {
+	deployed := duilietest.Config{Bindings: map[string]string{"PAGE_QUEUE": "page-render"}}
+	var contentTypeOut string
+	serve := func(cfg duilietest.Config, method, target, contentType, body string) (int, string, *duilietest.Result) {
 		r := httptest.NewRequest(method, target, strings.NewReader(body))
 		if contentType != "" {
 			r.Header.Set("Content-Type", contentType)
 		}
-		w := httptest.NewRecorder()
-		err := h.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error { return pagetask.Fetch(ev, w, r) })
-		return w, err
+		resp, res := duilietest.RunFetch(pagetask.Fetch, cfg, r)
+		text, _ := io.ReadAll(resp.Body)
+		contentTypeOut = resp.Header.Get("Content-Type")
+		return resp.StatusCode, string(text), res
 	}
 	for _, c := range []struct {
 		method, target, contentType, body string
 		code                              int
 		text                              string
+		send                              string
+		delay                             int
 	}{
-		{"POST", "/tasks", "application/json", `{"kind":"page", "url":"/a", "version":"v8"}`, 202, "queued\n"},
-		{"POST", "/tasks?delay=30", "application/x-www-form-urlencoded", `{"kind":"page","url":"/b","version":"v8"}`, 202, "queued\n"},
-		{"POST", "/tasks", "application/x-www-form-urlencoded", `kind=release&url=%2Fc&version=v8&fail=1`, 202, "queued\n"},
-		{"POST", "/tasks", "", `{"kind":`, 400, "消息体不是有效的 JSON 文字\n"},
-		{"POST", "/tasks?delay=43201", "", `{}`, 400, "延迟秒数须在 0 至 43200 之间\n"},
-		{"POST", "/tasks?delay=soon", "", `{}`, 400, "delay must be an integer number of seconds\n"},
-		{"GET", "/tasks", "", "", 405, "method not allowed\n"},
-		{"GET", "/nothing", "", "", 404, "404 page not found\n"},
+		{"POST", "/tasks", "application/json", `{"kind":"page", "url":"/a", "version":"v8"}`, 202, "queued\n", `{"kind":"page","url":"/a","version":"v8"}`, 0},
+		{"POST", "/tasks?delay=30", "application/x-www-form-urlencoded", `{"kind":"page","url":"/b","version":"v8"}`, 202, "queued\n", `{"kind":"page","url":"/b","version":"v8"}`, 30},
+		{"POST", "/tasks", "application/x-www-form-urlencoded", `kind=release&url=%2Fc&version=v8&fail=1`, 202, "queued\n", `{"kind":"release","url":"/c","version":"v8","fail":true}`, 0},
+		{"POST", "/tasks", "", `{"kind":`, 400, "消息体不是有效的 JSON 文字\n", "", 0},
+		{"POST", "/tasks?delay=43201", "", `{}`, 400, "延迟秒数须在 0 至 43200 之间\n", "", 0},
+		{"POST", "/tasks?delay=soon", "", `{}`, 400, "delay must be an integer number of seconds\n", "", 0},
+		{"GET", "/tasks", "", "", 405, "method not allowed\n", "", 0},
+		{"GET", "/nothing", "", "", 404, "404 page not found\n", "", 0},
 	} {
-		w, err := serve(c.method, c.target, c.contentType, c.body)
-		if err != nil || w.Code != c.code || w.Body.String() != c.text {
-			t.Errorf("%s %s %s: %v %d %q", c.method, c.target, c.body, err, w.Code, w.Body.String())
+		code, text, res := serve(deployed, c.method, c.target, c.contentType, c.body)
+		if res.Err != nil || code != c.code || text != c.text {
+			t.Errorf("%s %s %s: %v %d %q", c.method, c.target, c.body, res.Err, code, text)
+		}
+		switch {
+		case c.send == "" && len(res.Sends) != 0:
+			t.Errorf("%s %s: sent %v", c.method, c.target, res.Sends)
+		case c.send != "" && (len(res.Sends) != 1 || res.Sends[0] != duilietest.Send{Queue: "page-render", Body: c.send, DelaySeconds: c.delay}):
+			t.Errorf("%s %s: sent %v, want %s delay %d", c.method, c.target, res.Sends, c.send, c.delay)
 		}
 	}
-	var calls []string
-	for _, call := range p.Calls() {
-		calls = append(calls, call.String())
-	}
-	want := `send({"kind":"page","url":"/a","version":"v8"}, {"contentType":"json"})` + " " +
-		`send({"kind":"page","url":"/b","version":"v8"}, {"contentType":"json","delaySeconds":30})` + " " +
-		`send({"kind":"release","url":"/c","version":"v8","fail":true}, {"contentType":"json"})`
-	if got := strings.Join(calls, " "); got != want {
-		t.Errorf("calls:\n%s\nwant:\n%s", got, want)
-	}
 
-	w, err := serve("GET", "/", "", "")
-	if err != nil || w.Code != 200 || !strings.Contains(w.Body.String(), `<form method="post" action="/tasks">`) ||
-		w.Header().Get("Content-Type") != "text/html; charset=utf-8" {
-		t.Errorf("GET /: %v %d %s", err, w.Code, w.Body.String())
+	code, text, _ := serve(deployed, "GET", "/", "", "")
+	if code != 200 || !strings.Contains(text, `<form method="post" action="/tasks">`) || contentTypeOut != "text/html; charset=utf-8" {
+		t.Errorf("GET /: %d %s", code, text)
 	}
 
 	// A deployment without the binding: the send aborts and the event fails.
-	h2, _ := host.New(host.Config{Platform: p, Logger: quiet})
-	r := httptest.NewRequest("POST", "/tasks", strings.NewReader(`{"kind":"page","url":"/a","version":"v8"}`))
-	err = h2.Run(context.Background(), host.FetchEvent, nil, func(ev *host.Event) error { return pagetask.Fetch(ev, httptest.NewRecorder(), r) })
+	code, _, res := serve(duilietest.Config{}, "POST", "/tasks", "", `{"kind":"page","url":"/a","version":"v8"}`)
 	var abort *host.Abort
-	if !errors.As(err, &abort) || abort.Reason != "未授权的QUEUE绑定：PAGE_QUEUE" {
-		t.Errorf("unpermitted: %v", err)
+	if code != 500 || res.Outcome != host.Aborted || !errors.As(res.Err, &abort) || abort.Reason != "未授权的QUEUE绑定：PAGE_QUEUE" {
+		t.Errorf("unpermitted: %d %s %v", code, res.Outcome, res.Err)
 	}
 }

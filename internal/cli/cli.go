@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/server"
 )
 
 // Exit statuses (SPEC §13, sysexits.h).
@@ -45,27 +45,13 @@ func usageErr(format string, a ...any) error {
 
 func unavailable(err error) error { return &exitError{exitUnavailable, err} }
 
-// Program is a Go program that the host runs in-process, once per event, in place of
-// app.command.
-type Program struct {
-	// Queue handles queue events: one call per batch.
-	Queue host.Handler
-	// Fetch handles fetch events: one call per HTTP request to app.listen.
-	Fetch FetchHandler
-}
-
-// FetchHandler handles one fetch event: an HTTP request, with the event for the interface's
-// functions. Returning an error or panicking fails the event, which answers 500 unless the
-// handler has already begun its response.
-type FetchHandler func(ev *host.Event, w http.ResponseWriter, r *http.Request) error
-
 // Options shape the command line.
 type Options struct {
 	// Name is the command's name in help and messages; "" means "duilie".
 	Name string
 	// Program, when set, runs in-process per event instead of app.command, and the command
 	// line has no demo.
-	Program *Program
+	Program *server.Program
 }
 
 // Main runs duilie's command line with args (without the program name) and returns the exit
@@ -112,7 +98,7 @@ func status(err error) int {
 	var ex *host.Exception
 	var ab *host.Abort
 	var xe *exitError
-	var ce *ConfigError
+	var ce *server.ConfigError
 	switch {
 	case errors.As(err, &xe):
 		return xe.code
@@ -136,7 +122,7 @@ func message(name string, err error, code int) string {
 	case exitUsage:
 		return name + ": " + err.Error() + "\nRun '" + name + " --help' for usage."
 	case exitConfig:
-		var ce *ConfigError
+		var ce *server.ConfigError
 		if errors.As(err, &ce) {
 			return ce.Error() // every line names the file
 		}

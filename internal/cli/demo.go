@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,9 +20,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/examples/pagetask"
 	"github.com/duilie/duilie/host"
-	"github.com/duilie/duilie/platform/jetstream"
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/server"
 )
 
 func newDemo() *cobra.Command {
@@ -33,13 +32,14 @@ func newDemo() *cobra.Command {
 		DisableFlagsInUseLine: true,
 		Short:                 "Run a mixed workload through the embedded engine and show what happened",
 		Long: `demo needs no setup: it starts the embedded engine in a temporary directory (removed at
-the end), runs the page-task consumer of examples/pagetask in-process, exactly as serve
+the end), runs a page-task consumer (like examples/pagetask) in-process, exactly as serve
 would run it, and sends it a mixed workload through the interface's functions: tasks for
 at once, tasks delayed a few seconds, tasks that fail twice and then succeed, tasks that
 always fail and end in the dead-letter queue, and stale tasks that are acked unread.
 Retries are 1 s apart so it ends in about 10 s (--quick: about 3 s). It shows live
 progress, then a summary with delivery latency percentiles measured on the real
-deliveries, from each message's enqueue timestamp to the start of its handler.`,
+deliveries, from each message's enqueue time (or the end of its delay) to the start of its
+handler, as the host reports them.`,
 		Example: `  duilie demo
   duilie demo --quick --verbose   # a short run, with the host's log on stderr`,
 		Args: cobra.NoArgs,
@@ -57,8 +57,47 @@ const (
 	demoQueue      = "page-render"
 	demoDLQ        = "page-dlq"
 	demoMaxRetries = 2
-	demoBinding    = pagetask.Binding
+	demoBinding    = "PAGE_QUEUE"
+	demoVersion    = "v8"
 )
+
+// demoConfig is the demo's duilie.toml: the embedded engine in the temporary directory.
+var demoConfig = fmt.Sprintf(`
+[permissions]
+QUEUE = [%[1]q]
+
+[[queues.producers]]
+binding = %[1]q
+queue = %[2]q
+
+[[queues.consumers]]
+queue = %[2]q
+max_batch_size = 10
+max_batch_timeout = 0
+max_retries = %[4]d
+retry_delay = 1
+dead_letter_queue = %[3]q
+max_concurrency = 4
+
+[[queues.consumers]]
+queue = %[3]q
+max_batch_timeout = 0
+
+[app]
+shutdown_grace_ms = 5000
+
+[platform]
+kind = "jetstream"
+data_dir = "data"
+`, demoBinding, demoQueue, demoDLQ, demoMaxRetries)
+
+// demoTask is a page task, as examples/pagetask reads them.
+type demoTask struct {
+	Kind    string `json:"kind"`
+	URL     string `json:"url"`
+	Version string `json:"version"`
+	Fail    bool   `json:"fail,omitempty"`
+}
 
 // demoGroup is one kind of task in the workload, and what happened to its messages.
 type demoGroup struct {
@@ -66,7 +105,7 @@ type demoGroup struct {
 	prefix string // every task's url starts with it
 	count  int
 	delay  func(i int) int // send delay in seconds
-	task   func(i int) pagetask.Task
+	task   func(i int) demoTask
 
 	sent, delivered, retried, done, dead int
 	latency                              []time.Duration // first deliveries, from due time to handler start
@@ -79,38 +118,28 @@ func demoWorkload(quick bool) []*demoGroup {
 		}
 		return full
 	}
-	v := pagetask.DefaultVersion
+	task := func(kind, prefix string, fail bool, version string) func(int) demoTask {
+		return func(i int) demoTask {
+			return demoTask{Kind: kind, URL: prefix + strconv.Itoa(i), Version: version, Fail: fail}
+		}
+	}
+	now := func(int) int { return 0 }
 	return []*demoGroup{
-		{label: "immediate", prefix: "/page/", count: n(100, 30), delay: func(int) int { return 0 },
-			task: func(i int) pagetask.Task {
-				return pagetask.Task{Kind: "page", URL: "/page/" + strconv.Itoa(i), Version: v}
-			}},
+		{label: "immediate", prefix: "/page/", count: n(100, 30), delay: now, task: task("page", "/page/", false, demoVersion)},
 		{label: fmt.Sprintf("delayed %d–%d s", n(2, 1), n(6, 2)), prefix: "/release/", count: n(20, 6),
-			delay: func(i int) int { return n(2+i%5, 1+i%2) },
-			task: func(i int) pagetask.Task {
-				return pagetask.Task{Kind: "release", URL: "/release/" + strconv.Itoa(i), Version: v}
-			}},
-		{label: "fails twice, then succeeds", prefix: "/flaky/", count: n(10, 4), delay: func(int) int { return 0 },
-			task: func(i int) pagetask.Task {
-				return pagetask.Task{Kind: "page", URL: "/flaky/" + strconv.Itoa(i), Version: v, Fail: true}
-			}},
-		{label: "always fails", prefix: "/broken/", count: n(5, 2), delay: func(int) int { return 0 },
-			task: func(i int) pagetask.Task {
-				return pagetask.Task{Kind: "page", URL: "/broken/" + strconv.Itoa(i), Version: v, Fail: true}
-			}},
-		{label: "stale version (acked)", prefix: "/stale/", count: n(10, 4), delay: func(int) int { return 0 },
-			task: func(i int) pagetask.Task {
-				return pagetask.Task{Kind: "page", URL: "/stale/" + strconv.Itoa(i), Version: "v7"}
-			}},
+			delay: func(i int) int { return n(2+i%5, 1+i%2) }, task: task("release", "/release/", false, demoVersion)},
+		{label: "fails twice, then succeeds", prefix: "/flaky/", count: n(10, 4), delay: now, task: task("page", "/flaky/", true, demoVersion)},
+		{label: "always fails", prefix: "/broken/", count: n(5, 2), delay: now, task: task("page", "/broken/", true, demoVersion)},
+		{label: "stale version (acked)", prefix: "/stale/", count: n(10, 4), delay: now, task: task("page", "/stale/", false, "v7")},
 	}
 }
 
-// demoState counts what the handlers see.
+// demoState counts what the host reports.
 type demoState struct {
-	mu     sync.Mutex
-	groups []*demoGroup
-	delay  map[string]int // url → send delay
-	start  time.Time
+	mu      sync.Mutex
+	groups  []*demoGroup
+	groupOf map[string]*demoGroup // message id → its group, as the program first saw it
+	start   time.Time
 }
 
 func (d *demoState) group(url string) *demoGroup {
@@ -139,31 +168,61 @@ func (d *demoState) totals() demoTotals {
 	return t
 }
 
-// observeDeliveries records every delivery of a batch as its event starts.
-func (d *demoState) observeDeliveries(ev *host.Event, start time.Time) {
-	b := ev.Batch()
+// program is the demo's page-task consumer: a stale task is acked unread, a failing one is
+// retried after 1 s (a flaky one succeeds on its third attempt), every other one is rendered
+// (a few milliseconds of work) and acked. The dead-letter queue's consumer acks everything.
+// It notes which group each message belongs to, so the host's reports can be counted by group.
+func (d *demoState) program(ev *host.Event) error {
+	b, err := duilie.ReadBatchOf[demoTask](ev)
+	if err != nil {
+		return err
+	}
+	for i, m := range b.Messages {
+		d.mu.Lock()
+		if d.groupOf[m.ID] == nil {
+			d.groupOf[m.ID] = d.group(m.Body.URL)
+		}
+		d.mu.Unlock()
+		switch {
+		case b.Queue == demoDLQ, m.Body.Version != demoVersion:
+			err = duilie.Ack(ev, i)
+		case m.Body.Fail && !(strings.HasPrefix(m.Body.URL, "/flaky/") && m.Attempts >= 3):
+			err = duilie.Retry(ev, i, 1)
+		default:
+			time.Sleep(time.Duration(1+rand.IntN(4)) * time.Millisecond) // the work
+			err = duilie.Ack(ev, i)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// observe counts what became of the queue's messages, from the host's reports.
+func (d *demoState) observe(r host.Report) {
+	er, ok := r.(*host.EventReport)
+	if !ok || er.Kind != host.QueueEvent || er.Queue != demoQueue {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i := range b.Len() {
-		m := b.Message(i)
-		var t pagetask.Task
-		if json.Unmarshal(m.Body, &t) != nil {
-			continue
-		}
-		g := d.group(t.URL)
+	for _, m := range er.Messages {
+		g := d.groupOf[m.ID]
 		if g == nil {
 			continue
 		}
-		switch {
-		case b.Queue() == demoDLQ:
-			g.dead++
-		case m.Attempts > 1:
-			g.delivered++
+		g.delivered++
+		if m.Attempts > 1 {
 			g.retried++
-		default:
-			g.delivered++
-			due := time.UnixMilli(m.Timestamp).Add(time.Duration(d.delay[t.URL]) * time.Second)
-			g.latency = append(g.latency, max(start.Sub(due), 0))
+		} else {
+			g.latency = append(g.latency, m.Lag)
+		}
+		switch m.Action.Kind {
+		case platform.Done:
+			g.done++
+		case platform.DeadLetter:
+			g.dead++
 		}
 	}
 }
@@ -179,41 +238,19 @@ func runDemo(ctx context.Context, quick, verbose bool, stdout, stderr io.Writer)
 	}
 	defer os.RemoveAll(dir)
 
-	d := &demoState{groups: demoWorkload(quick), delay: map[string]int{}}
-	consumer := &pagetask.Consumer{
-		Logger:  log,
-		Backoff: func(int) int { return 1 },
-		Render: func(ctx context.Context, t pagetask.Task, attempts int) error {
-			time.Sleep(time.Duration(1+rand.IntN(4)) * time.Millisecond) // the work
-			if t.Fail && !(strings.HasPrefix(t.URL, "/flaky/") && attempts >= 3) {
-				return pagetask.ErrRenderFailed
-			}
-			return nil
-		},
-		Observe: func(m *duilie.Message[pagetask.Task], o pagetask.Outcome) {
-			if o == pagetask.Rendered || o == pagetask.Stale {
-				d.mu.Lock()
-				if g := d.group(m.Body.URL); g != nil {
-					g.done++
-				}
-				d.mu.Unlock()
-			}
-		},
+	d := &demoState{groups: demoWorkload(quick), groupOf: map[string]*demoGroup{}}
+	cfg, err := server.ParseConfig("(demo)", dir, []byte(demoConfig))
+	if err != nil {
+		return &exitError{exitSoftware, err}
 	}
-	prog := &Program{Queue: func(ev *host.Event) error {
-		d.observeDeliveries(ev, time.Now())
-		if ev.Batch().Queue() == demoDLQ {
-			for i := range ev.Batch().Len() {
-				if err := duilie.Ack(ev, i); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		return consumer.Queue(ev)
-	}}
+	cfg.Program = &server.Program{Queue: d.program}
+	cfg.Observers = []host.Observer{d.observe}
+	cfg.Logger = log
+	srv, err := server.New(*cfg)
+	if err != nil {
+		return &exitError{exitSoftware, err}
+	}
 
-	cfg := demoConfig(dir)
 	fmt.Fprintf(stdout, "duilie demo: the embedded engine in %s (removed at the end)\n", dir)
 	fmt.Fprintf(stdout, "  queue %s: batches of up to 10, 4 at once, %d retries 1 s apart, then dead-letter queue %s\n",
 		demoQueue, demoMaxRetries, demoDLQ)
@@ -225,13 +262,12 @@ func runDemo(ctx context.Context, quick, verbose bool, stdout, stderr io.Writer)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := startServer(runCtx, cfg, prog, log)
-	if err != nil {
-		return err
+	if err := srv.Start(runCtx); err != nil {
+		return unavailable(err)
 	}
 	d.start = time.Now()
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- d.send(runCtx, s.h, quick) }()
+	go func() { sendErr <- d.send(runCtx, srv, quick) }()
 
 	progress := newDemoProgress(stdout, d.totals().total)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -249,7 +285,7 @@ loop:
 				failure = &exitError{exitSoftware, fmt.Errorf("demo: sending: %w", err)}
 				break loop
 			}
-		case err := <-s.fatal:
+		case err := <-srv.Failed():
 			failure = unavailable(err)
 			break loop
 		case <-deadline:
@@ -265,7 +301,9 @@ loop:
 	}
 	elapsed := time.Since(d.start)
 	cancel()
-	s.shutdown()
+	grace, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	_ = srv.Shutdown(grace)
 	progress.finish(elapsed, d.totals())
 	if failure != nil {
 		return failure
@@ -277,33 +315,12 @@ loop:
 	return nil
 }
 
-func demoConfig(dir string) *Config {
-	return &Config{
-		File:        "(demo)",
-		Dir:         dir,
-		Permissions: host.Permissions{Queue: []string{demoBinding}},
-		Bindings:    map[string]string{demoBinding: demoQueue},
-		Consumers: []host.ConsumerConfig{
-			{Queue: demoQueue, MaxBatchSize: 10, MaxRetries: demoMaxRetries, RetryDelay: time.Second,
-				DeadLetterQueue: demoDLQ, MaxConcurrency: 4},
-			{Queue: demoDLQ, MaxBatchSize: 10, MaxRetries: 3, MaxConcurrency: 1},
-		},
-		App: AppConfig{TimeLimit: 30 * time.Second, ShutdownGrace: 5 * time.Second},
-		Platform: PlatformConfig{
-			DataDir:   filepath.Join(dir, "data"),
-			Replicas:  1,
-			Sync:      jetstream.SyncInterval,
-			Retention: jetstream.DefaultRetention,
-		},
-	}
-}
-
 // send sends the workload in waves, each one producer event with one 批量发送队列消息, spread
 // over a few seconds so the consumer works while messages arrive.
-func (d *demoState) send(ctx context.Context, h *host.Host, quick bool) error {
+func (d *demoState) send(ctx context.Context, srv *server.Server, quick bool) error {
 	type item struct {
 		g    *demoGroup
-		body pagetask.Task
+		body demoTask
 		wait int
 	}
 	var items []item
@@ -314,11 +331,6 @@ func (d *demoState) send(ctx context.Context, h *host.Host, quick bool) error {
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	r.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
-	d.mu.Lock()
-	for _, it := range items {
-		d.delay[it.body.URL] = it.wait
-	}
-	d.mu.Unlock()
 
 	waves, gap := 24, 250*time.Millisecond
 	if quick {
@@ -329,8 +341,8 @@ func (d *demoState) send(ctx context.Context, h *host.Host, quick bool) error {
 		wave := items[:min(per, len(items))]
 		items = items[len(wave):]
 		type sendItem struct {
-			Body         pagetask.Task `json:"body"`
-			DelaySeconds int           `json:"delaySeconds,omitempty"`
+			Body         demoTask `json:"body"`
+			DelaySeconds int      `json:"delaySeconds,omitempty"`
 		}
 		batch := make([]sendItem, len(wave))
 		for i, it := range wave {
@@ -340,7 +352,7 @@ func (d *demoState) send(ctx context.Context, h *host.Host, quick bool) error {
 		if err != nil {
 			return err
 		}
-		if err := h.Run(ctx, host.FetchEvent, nil, func(ev *host.Event) error {
+		if err := srv.Do(ctx, func(ev *host.Event) error {
 			return duilie.SendBatch(ev, demoBinding, string(text))
 		}); err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/duilie/duilie/server"
 )
 
 // TestHelpGolden pins every command's --help, each with an example, for duilie and for an
@@ -22,8 +24,8 @@ func TestHelpGolden(t *testing.T) {
 		{"send-batch", Options{}, []string{"send-batch"}},
 		{"queues", Options{}, []string{"queues"}},
 		{"demo", Options{}, []string{"demo"}},
-		{"program", Options{Name: "page-go", Program: &Program{}}, nil},
-		{"program-serve", Options{Name: "page-go", Program: &Program{}}, []string{"serve"}},
+		{"program", Options{Name: "page-go", Program: &server.Program{}}, nil},
+		{"program-serve", Options{Name: "page-go", Program: &server.Program{}}, []string{"serve"}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -42,7 +44,7 @@ func TestHelpGolden(t *testing.T) {
 // An in-process program's binary has no demo; duilie has.
 func TestProgramHasNoDemo(t *testing.T) {
 	var stderr bytes.Buffer
-	code := Run(context.Background(), Options{Name: "page-go", Program: &Program{}}, []string{"demo"}, nil, &bytes.Buffer{}, &stderr)
+	code := Run(context.Background(), Options{Name: "page-go", Program: &server.Program{}}, []string{"demo"}, nil, &bytes.Buffer{}, &stderr)
 	if code != exitUsage || stderr.String() != "page-go: unknown command \"demo\" for \"page-go\"\nRun 'page-go --help' for usage.\n" {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}

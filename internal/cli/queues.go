@@ -2,14 +2,15 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/server"
 )
 
 func newQueues(opts Options) *cobra.Command {
@@ -33,16 +34,20 @@ directory itself.`,
   [{"queue":"page-dlq","ready":0,"delayed":0,"in_flight":0},{"queue":"page-render","ready":2,"delayed":1,"in_flight":0}]`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := LoadConfig(configPath)
+			cfg, err := server.LoadConfig(configPath)
 			if err != nil {
 				return err
 			}
-			p, err := openPlatform(cmd.Context(), cfg, false, slog.New(slog.DiscardHandler))
+			p, err := openPlatform(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			defer p.Close()
-			stats, err := p.Stats(cmd.Context())
+			st, ok := p.(platform.Stater)
+			if !ok {
+				return unavailable(errors.New("platform kind " + cfg.Platform.Kind() + " cannot count its messages"))
+			}
+			stats, err := st.Stats(cmd.Context())
 			if err != nil {
 				return unavailable(err)
 			}
@@ -65,7 +70,7 @@ directory itself.`,
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array instead of a table")
-	c.Flags().StringVar(&configPath, "config", DefaultConfigFile, "configuration file")
+	c.Flags().StringVar(&configPath, "config", server.DefaultConfigFile, "configuration file")
 	return c
 }
 

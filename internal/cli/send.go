@@ -12,7 +12,7 @@ import (
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
-	"github.com/duilie/duilie/platform/jetstream"
+	"github.com/duilie/duilie/server"
 )
 
 func newSend(opts Options) *cobra.Command {
@@ -45,7 +45,7 @@ configuration; 69 the engine or cluster is unavailable.`,
 	}
 	c.Flags().StringVar(&binding, "binding", "", "the binding to send to, as the program would (required)")
 	c.Flags().IntVar(&delay, "delay", 0, "deliver after this many seconds (0–43200)")
-	c.Flags().StringVar(&configPath, "config", DefaultConfigFile, "configuration file")
+	c.Flags().StringVar(&configPath, "config", server.DefaultConfigFile, "configuration file")
 	return c
 }
 
@@ -72,7 +72,7 @@ data directory itself; exit statuses are those of send.`,
 		},
 	}
 	c.Flags().StringVar(&binding, "binding", "", "the binding to send to, as the program would (required)")
-	c.Flags().StringVar(&configPath, "config", DefaultConfigFile, "configuration file")
+	c.Flags().StringVar(&configPath, "config", server.DefaultConfigFile, "configuration file")
 	return c
 }
 
@@ -80,7 +80,7 @@ data directory itself; exit statuses are those of send.`,
 // its input. The platform opens only when the event first resolves a binding, so a body that
 // fails its checks, or a binding that aborts, never touches the engine.
 func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, in []byte) error) error {
-	cfg, err := LoadConfig(configPath)
+	cfg, err := server.LoadConfig(configPath)
 	if err != nil {
 		return err
 	}
@@ -89,23 +89,23 @@ func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, 
 		return &exitError{exitIOErr, fmt.Errorf("reading stdin: %w", err)}
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	lp := &lazyPlatform{open: func(ctx context.Context) (*jetstream.Platform, error) {
-		return openPlatform(ctx, cfg, false, quiet)
+	lp := &lazyPlatform{open: func(ctx context.Context) (platform.Platform, error) {
+		return openPlatform(ctx, cfg)
 	}}
 	defer lp.Close()
 	h, err := host.New(host.Config{
 		Platform:    lp,
 		Permissions: cfg.Permissions,
 		Bindings:    cfg.Bindings,
-		TimeLimit:   cfg.App.TimeLimit,
+		TimeLimit:   cfg.TimeLimit,
 		Logger:      quiet,
 	})
 	if err != nil {
 		return &exitError{exitSoftware, err}
 	}
-	failure := h.Run(cmd.Context(), host.FetchEvent, nil, func(ev *host.Event) error { return send(ev, in) })
+	failure := h.Run(cmd.Context(), func(ev *host.Event) error { return send(ev, in) })
 	if err := lp.openErr(); err != nil {
-		return err // the engine could not be opened: unavailable (69), whatever the event saw
+		return err // the platform could not be opened: unavailable (69), whatever the event saw
 	}
 	if failure != nil {
 		return failure
@@ -117,18 +117,29 @@ func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, 
 	return nil
 }
 
+// openPlatform opens the configured platform as a local command does: it reaches the running
+// serve that holds the store, or opens the store itself for a moment. Failures are exit
+// status 69.
+func openPlatform(ctx context.Context, cfg *server.Config) (platform.Platform, error) {
+	p, err := cfg.Platform.Open(ctx, platform.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return p, nil
+}
+
 // lazyPlatform opens the real platform on first use.
 type lazyPlatform struct {
-	open func(ctx context.Context) (*jetstream.Platform, error)
+	open func(ctx context.Context) (platform.Platform, error)
 
 	mu  sync.Mutex
-	p   *jetstream.Platform
+	p   platform.Platform
 	err error
 }
 
 var _ platform.Platform = (*lazyPlatform)(nil)
 
-func (l *lazyPlatform) get(ctx context.Context) (*jetstream.Platform, error) {
+func (l *lazyPlatform) get(ctx context.Context) (platform.Platform, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.p == nil && l.err == nil {
@@ -157,14 +168,6 @@ func (l *lazyPlatform) Consume(ctx context.Context, name string, opts platform.C
 		return nil, err
 	}
 	return p.Consume(ctx, name, opts)
-}
-
-func (l *lazyPlatform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
-	p, err := l.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return p.Stats(ctx)
 }
 
 func (l *lazyPlatform) Close() error {

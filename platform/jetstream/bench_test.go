@@ -86,7 +86,7 @@ func duilieEndToEnd(b *testing.B, p *Platform, n int) float64 {
 	var wg sync.WaitGroup
 	for range benchProducers {
 		wg.Go(func() {
-			err := h.Run(ctx, host.FetchEvent, nil, func(ev *host.Event) error {
+			err := h.Run(ctx, func(ev *host.Event) error {
 				for next.Add(1) <= int64(n) {
 					if err := duilie.Send(ev, "B", benchBody, 0); err != nil {
 						return err
@@ -231,7 +231,25 @@ func lateness(b *testing.B, n int, window time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := host.New(host.Config{Platform: p, TimeLimit: host.MaxTimeLimit, Logger: quiet})
+	var mu sync.Mutex
+	late := make([]time.Duration, 0, n)
+	done := make(chan struct{})
+	// The host reports each message's lag: from its due time to its handler's start.
+	observe := func(r host.Report) {
+		er, ok := r.(*host.EventReport)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range er.Messages {
+			late = append(late, m.Lag)
+		}
+		if len(late) == n {
+			close(done)
+		}
+	}
+	h, err := host.New(host.Config{Platform: p, TimeLimit: host.MaxTimeLimit, Logger: quiet, Observer: observe})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -253,27 +271,11 @@ func lateness(b *testing.B, n int, window time.Duration) {
 	if time.Now().After(first) {
 		b.Fatalf("enqueueing %d took longer than the %v allowed", n, lead)
 	}
-	var mu sync.Mutex
-	late := make([]time.Duration, 0, n)
-	done := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cc := host.DefaultConsumerConfig("late")
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, 0, 4
-	go h.Consume(ctx, cc, func(ev *host.Event) error {
-		now := time.Now()
-		bt := ev.Batch()
-		mu.Lock()
-		defer mu.Unlock()
-		for i := range bt.Len() {
-			due, _ := strconv.ParseInt(string(bt.Message(i).Body), 10, 64)
-			late = append(late, now.Sub(time.Unix(0, due)))
-		}
-		if len(late) == n {
-			close(done)
-		}
-		return nil
-	})
+	go h.Consume(ctx, cc, func(ev *host.Event) error { return nil })
 	select {
 	case <-done:
 	case <-time.After(lead + window + time.Minute):

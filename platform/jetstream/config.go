@@ -1,11 +1,23 @@
 package jetstream
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/duilie/duilie/platform"
 )
+
+// Kind is the name this driver is registered under, for [platform] kind in duilie.toml. It is
+// the default kind.
+const Kind = platform.DefaultKind
+
+func init() {
+	platform.Register(Kind, func() platform.Config {
+		return &Config{DataDir: DefaultDataDir, Replicas: 1, Sync: SyncInterval, Retention: DefaultRetention}
+	})
+}
 
 // Defaults and ranges of Config.
 const (
@@ -21,82 +33,125 @@ const (
 	SyncAlways   = "always"   // fsync every write before it is acknowledged
 )
 
-// Config configures the platform. It mirrors SPEC §13 [platform]; the zero value of every field
-// is its documented default, so the zero Config is the embedded engine in ".duilie".
+// Config configures the platform: the [platform] table of duilie.toml for kind "jetstream".
+// The zero value of every field is its documented default, so the zero Config is the embedded
+// engine in ".duilie".
 type Config struct {
 	// DataDir is where the embedded engine keeps its files, and the directory it locks; ""
 	// means ".duilie". Unused when URL is set.
-	DataDir string
+	DataDir string `toml:"data_dir,path" rule:"must be a directory path (a string)"`
 	// URL, when set, connects to an existing NATS JetStream server or cluster instead of running
 	// the embedded engine. Several URLs may be given, separated by commas.
-	URL string
+	URL string `toml:"nats_url" rule:"must be a NATS URL, like \"nats://127.0.0.1:4222\" (several separated by commas)"`
 	// Creds is a NATS credentials file for URL.
-	Creds string
+	Creds string `toml:"nats_creds,path" rule:"must be a file path (a string)"`
 	// TLSCA, TLSCert and TLSKey are PEM files for a TLS connection to URL: the CA that signs the
 	// servers' certificates, and a client certificate and key.
-	TLSCA, TLSCert, TLSKey string
+	TLSCA   string `toml:"nats_tls_ca,path" rule:"must be a file path (a string)"`
+	TLSCert string `toml:"nats_tls_cert,path" rule:"must be a file path (a string)"`
+	TLSKey  string `toml:"nats_tls_key,path" rule:"must be a file path (a string)"`
 	// Replicas is how many copies of each queue's stream a cluster keeps: 1, 3 or 5; 0 means 1.
 	// The embedded engine keeps one.
-	Replicas int
+	Replicas int `toml:"replicas" rule:"must be 1, 3 or 5"`
 	// Sync is SyncInterval ("" means that) or SyncAlways. It applies to the embedded engine; a
 	// cluster's servers carry their own setting.
-	Sync string
+	Sync string `toml:"sync" rule:"must be \"interval\" (fsync on a timer) or \"always\" (fsync each write)"`
 	// Retention is how long an unconsumed message is kept once it is ready (a delayed message
 	// from its due time), 60 s – 336 h; 0 means 96 h.
-	Retention time.Duration
+	Retention time.Duration `toml:"retention" rule:"must be a duration 60s–336h, like \"96h\" or \"30m\""`
 	// Serve makes the embedded engine accept local commands: it also listens on a random
 	// loopback port, guarded by an unguessable token, and records both in the data directory
-	// (SPEC §13). Another Open of the same directory while this one runs connects there.
+	// (SPEC §13). Another Open of the same directory while this one runs connects there, and a
+	// second Open with Serve fails. A cluster ignores it. Config.Open sets it from
+	// OpenOptions.Serve.
 	Serve bool
 	// Logger receives the driver's and the embedded server's log lines; nil means
-	// slog.Default(). The server's routine notices are logged at debug level.
+	// slog.Default(). The server's routine notices are logged at debug level. Config.Open sets
+	// it from OpenOptions.Logger.
 	Logger *slog.Logger
 }
 
-// withDefaults fills in defaults and checks every field.
+var _ platform.Config = (*Config)(nil)
+
+// Kind is "jetstream".
+func (c *Config) Kind() string { return Kind }
+
+// Open opens the platform the configuration describes, as Open does, with o's Serve and Logger.
+func (c *Config) Open(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
+	cfg := *c
+	cfg.Serve, cfg.Logger = o.Serve, o.Logger
+	return Open(ctx, cfg)
+}
+
+// Validate checks every setting; zero values stand for their defaults. Its error joins a
+// *platform.FieldError per mistake.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field string) { errs = append(errs, platform.Invalid(c, field)) }
+	if c.Replicas != 0 && c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
+		bad("Replicas")
+	}
+	if c.Sync != "" && c.Sync != SyncInterval && c.Sync != SyncAlways {
+		bad("Sync")
+	}
+	if c.Retention != 0 && (c.Retention < MinRetention || c.Retention > MaxRetention) {
+		bad("Retention")
+	}
+	// Settings that only make sense together.
+	if c.URL == "" {
+		if c.Replicas == 3 || c.Replicas == 5 {
+			errs = append(errs, &platform.FieldError{Field: "Replicas", Rule: "needs platform.nats_url: the embedded engine keeps one copy"})
+		}
+		for _, f := range []struct {
+			name, value string
+		}{{"Creds", c.Creds}, {"TLSCA", c.TLSCA}, {"TLSCert", c.TLSCert}, {"TLSKey", c.TLSKey}} {
+			if f.value != "" {
+				errs = append(errs, &platform.FieldError{Field: f.name, Rule: "needs platform.nats_url: it applies to a NATS cluster only"})
+			}
+		}
+	} else {
+		if c.Sync == SyncAlways {
+			errs = append(errs, &platform.FieldError{Field: "Sync", Rule: `applies to the embedded engine only; a cluster's servers set sync_interval: always in their own configuration`})
+		}
+		if (c.TLSCert == "") != (c.TLSKey == "") {
+			missing := "TLSKey"
+			if c.TLSCert == "" {
+				missing = "TLSCert"
+			}
+			errs = append(errs, &platform.FieldError{Field: missing, Rule: "a client certificate needs both nats_tls_cert and nats_tls_key"})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults checks every field and fills in defaults.
 func (c Config) withDefaults() (Config, error) {
+	if err := c.Validate(); err != nil {
+		return c, &configError{err}
+	}
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
 	}
 	if c.Retention == 0 {
 		c.Retention = DefaultRetention
 	}
-	if c.Retention < MinRetention || c.Retention > MaxRetention {
-		return c, fmt.Errorf("jetstream: retention %v is outside 60s–336h", c.Retention)
-	}
-	switch c.Replicas {
-	case 0:
+	if c.Replicas == 0 {
 		c.Replicas = 1
-	case 1, 3, 5:
-	default:
-		return c, fmt.Errorf("jetstream: replicas must be 1, 3 or 5, not %d", c.Replicas)
 	}
-	switch c.Sync {
-	case "":
+	if c.Sync == "" {
 		c.Sync = SyncInterval
-	case SyncInterval, SyncAlways:
-	default:
-		return c, fmt.Errorf("jetstream: sync must be %q or %q, not %q", SyncInterval, SyncAlways, c.Sync)
 	}
-	if c.URL == "" {
-		switch {
-		case c.Replicas != 1:
-			return c, errors.New("jetstream: replicas above 1 need a cluster (set the NATS URL)")
-		case c.Creds != "" || c.TLSCA != "" || c.TLSCert != "" || c.TLSKey != "":
-			return c, errors.New("jetstream: credentials and TLS files apply only with a NATS URL")
-		}
-	} else {
-		switch {
-		case c.Sync == SyncAlways:
-			return c, errors.New(`jetstream: sync = "always" applies to the embedded engine; a cluster's servers set sync_interval: always in their own configuration`)
-		case c.Serve:
-			return c, errors.New("jetstream: Serve applies to the embedded engine, not to a NATS URL")
-		case (c.TLSCert == "") != (c.TLSKey == ""):
-			return c, errors.New("jetstream: a TLS client certificate needs both the certificate and the key file")
-		}
+	if c.URL != "" {
+		c.Serve = false // a cluster is shared by every process that connects to it
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c, nil
 }
+
+// configError is a Config that does not validate, with the driver's name in front.
+type configError struct{ err error }
+
+func (e *configError) Error() string { return "jetstream: " + e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }

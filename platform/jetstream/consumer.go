@@ -323,6 +323,7 @@ func (c *consumer) deliveries(ms []*nats.Msg) []platform.Delivery {
 		if d.ContentType == "" {
 			d.ContentType = platform.Bytes
 		}
+		d.Due, _ = strconv.ParseInt(m.Header.Get(hdrDue), 10, 64)
 		base, _ := strconv.Atoi(m.Header.Get(hdrAttempts))
 		d.Attempts = max(base, 0) + int(meta.delivered)
 		ds = append(ds, d)
@@ -356,6 +357,10 @@ func (c *consumer) publishCopy(q *queue, d platform.Delivery, attempts int, dela
 		return nil, err
 	}
 	m := q.message(envelope{id: d.ID, time: d.Timestamp, ctype: d.ContentType, attempts: attempts}, d.Body, delay)
+	if delay <= 0 {
+		// Ready at once: when it became deliverable again, for the host's delivery lag.
+		m.Header[hdrDue] = []string{strconv.FormatInt(time.Now().UnixMilli(), 10)}
+	}
 	m.Header[hdrMsgID] = []string{kind + "." + c.q.name + "." + strconv.FormatUint(t.seq, 10)}
 	f, err := c.q.p.js.PublishMsgAsync(m, jetstream.WithStallWait(requestTimeout))
 	if err != nil {

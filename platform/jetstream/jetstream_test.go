@@ -115,7 +115,7 @@ func settle(t testing.TB, c platform.Consumer, queue string, action platform.Act
 
 func stats(t testing.TB, p platform.Platform) []platform.QueueStats {
 	t.Helper()
-	s, err := p.Stats(context.Background())
+	s, err := p.(platform.Stater).Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestQueueNames(t *testing.T) {
 func TestConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Retention: 59 * time.Second}, {Retention: 337 * time.Hour}, {Replicas: 2}, {Replicas: 3},
-		{Sync: "sometimes"}, {URL: "nats://127.0.0.1:1", Sync: SyncAlways}, {URL: "nats://127.0.0.1:1", Serve: true},
+		{Sync: "sometimes"}, {URL: "nats://127.0.0.1:1", Sync: SyncAlways},
 		{Creds: "x"}, {URL: "nats://127.0.0.1:1", TLSCert: "c"},
 	} {
 		if _, err := Open(context.Background(), cfg); err == nil {
@@ -457,6 +457,12 @@ func TestLockServeAttach(t *testing.T) {
 	}
 	if !client.Attached() || holder.Attached() {
 		t.Fatal("the second open did not attach")
+	}
+	// A second serving process never shares the directory: it is told at once.
+	start := time.Now()
+	if _, err := Open(context.Background(), Config{DataDir: dir, Serve: true, Logger: quiet}); err == nil ||
+		!strings.Contains(err.Error(), "is in use by another duilie serve") || time.Since(start) > time.Second {
+		t.Errorf("a second serve: %v after %v", err, time.Since(start))
 	}
 	send(t, queueOf(t, client, "q"), "from-client", 0)
 	wantStats(t, client, platform.QueueStats{Queue: "q", Ready: 1})

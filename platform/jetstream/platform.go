@@ -58,14 +58,19 @@ type Platform struct {
 	closed    bool
 }
 
-var _ platform.Platform = (*Platform)(nil)
+var (
+	_ platform.Platform = (*Platform)(nil)
+	_ platform.Stater   = (*Platform)(nil)
+)
 
 // Open starts the embedded engine on cfg.DataDir, or attaches to the process that runs it
 // there, or connects to the cluster at cfg.URL.
 //
 // The embedded engine locks its data directory. If another live process holds the lock and
-// serves (Config.Serve), Open connects to it; if it does not serve, Open fails with an error
-// naming the directory.
+// serves (Config.Serve), Open connects to it, unless cfg.Serve is set too: two serving
+// processes never share a directory. If the holder does not serve, Open waits a moment for
+// it (it is often another short-lived command) and then fails with an error naming the
+// directory.
 func Open(ctx context.Context, cfg Config) (*Platform, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -88,6 +93,18 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	return p, nil
+}
+
+// LogAttrs says which engine p is, for the host's "platform open" log line.
+func (p *Platform) LogAttrs() []any {
+	switch {
+	case p.cfg.URL != "":
+		return []any{"platform", "nats", "url", p.cfg.URL, "replicas", p.cfg.Replicas}
+	case p.attached:
+		return []any{"platform", "embedded (attached to the running serve)", "data_dir", p.cfg.DataDir}
+	default:
+		return []any{"platform", "embedded", "data_dir", p.cfg.DataDir, "sync", p.cfg.Sync, "retention", p.cfg.Retention.String()}
+	}
 }
 
 // Attached reports whether Open connected to the engine of another process that holds the
@@ -136,6 +153,9 @@ func (p *Platform) openEmbedded(ctx context.Context) error {
 			return fmt.Errorf("jetstream: lock data directory %s: %w", dir, err)
 		}
 		rec, rerr := readServeRecord(dir)
+		if rerr == nil && p.cfg.Serve {
+			return fmt.Errorf("jetstream: data directory %s is in use by another duilie serve; stop it first", dir)
+		}
 		if rerr == nil {
 			if err = p.attach(rec); err == nil {
 				return nil

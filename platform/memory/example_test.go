@@ -45,14 +45,15 @@ func Example() {
 		platform.Message{ID: "m2", Timestamp: 1700000000000, Body: []byte(`{}`), ContentType: platform.JSON})
 	c, _ := p.Consume(context.Background(), "pages", platform.ConsumerOptions{})
 	ds, _ := c.Receive(context.Background(), 10)
-	err := h.RunBatch(context.Background(), host.DefaultConsumerConfig("pages"), c, ds, program)
+	s, err := h.RunBatch(context.Background(), host.DefaultConsumerConfig("pages"), ds, program)
+	_ = c.Settle(context.Background(), s)
 
 	fmt.Println("event:", err)
 	for _, call := range p.Calls() {
 		fmt.Println(call)
 	}
-	s := p.Settlements()[0].Messages[1].Action
-	fmt.Println("m2 comes back in", s.Delay.Round(time.Second))
+	a := p.Settlements()[0].Messages[1].Action
+	fmt.Println("m2 comes back in", a.Delay.Round(time.Second))
 	// Output:
 	// event: the event fails, but explicit calls stand
 	// ack(m1)

@@ -29,6 +29,39 @@ import (
 	"github.com/duilie/duilie/platform"
 )
 
+// Kind is the name this driver is registered under, for [platform] kind in duilie.toml.
+const Kind = "memory"
+
+func init() {
+	platform.Register(Kind, func() platform.Config { return &Config{} })
+}
+
+// Config is the [platform] table of duilie.toml for kind "memory": a platform that lives in the
+// serving process and is gone when it stops. It is for quick tries and tests, never for
+// messages that matter.
+type Config struct {
+	// Miniflare redelivers a failed event's whole batch, acked messages included.
+	Miniflare bool `toml:"miniflare" rule:"must be true or false"`
+}
+
+var _ platform.Config = (*Config)(nil)
+
+// Kind is "memory".
+func (c *Config) Kind() string { return Kind }
+
+// Validate accepts every Config.
+func (c *Config) Validate() error { return nil }
+
+// Open makes an empty in-memory platform. Only a serving host may open one: a local command
+// (send, queues, …) would get a platform of its own, which no serve ever reads.
+func (c *Config) Open(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
+	if !o.Serve {
+		return nil, errors.New(`memory: platform kind "memory" keeps its messages inside the serving process, ` +
+			`so a command cannot reach them; use kind "jetstream" (the default) to send from outside`)
+	}
+	return New(Options{Miniflare: c.Miniflare}), nil
+}
+
 // Options configure a Platform. The zero value is a plain in-memory platform.
 type Options struct {
 	// Record keeps every platform call for Calls.
@@ -50,7 +83,10 @@ type Platform struct {
 	closed      bool
 }
 
-var _ platform.Platform = (*Platform)(nil)
+var (
+	_ platform.Platform = (*Platform)(nil)
+	_ platform.Stater   = (*Platform)(nil)
+)
 
 // New makes an empty in-memory platform.
 func New(opts Options) *Platform {
@@ -159,6 +195,7 @@ func (p *Platform) send(name string, call Call, items []platform.BatchItem) erro
 
 // enqueue makes m ready in q after delay. p.mu must be held.
 func (p *Platform) enqueue(q *queue, m *message, delay time.Duration) {
+	m.Due = time.Now().Add(delay).UnixMilli()
 	if delay <= 0 {
 		q.ready = append(q.ready, m)
 		close(q.wake)

@@ -1,50 +1,43 @@
-package cli
+package host
 
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/duilie/duilie/host"
 )
 
-// fetchHandler runs an in-process FetchHandler as one fetch event per HTTP request. A failed
-// event (an error, a panic, an abort, the time limit) answers 500 unless the handler had begun
-// its response; once the event has ended, the handler's late writes are dropped, so a handler
-// that overran its time limit cannot touch a response that belongs to the server again.
-func fetchHandler(h *host.Host, fetch FetchHandler, log *slog.Logger) http.Handler {
+// FetchHandler is a program's fetch handler: it handles one fetch event, an HTTP request, with
+// the event for the interface's functions. The request's context is the event's. Returning an
+// error or panicking fails the event, which answers 500 unless the handler has begun its
+// response.
+type FetchHandler func(ev *Event, w http.ResponseWriter, r *http.Request) error
+
+// Fetch returns an http.Handler that runs handler as one fetch event per request, and reports
+// each to the Observer. A failed event (an error, a panic, an abort, the time limit) answers
+// 500 unless the handler had begun its response. Once the event has ended, the handler's late
+// writes are dropped, so a handler that overran its time limit cannot touch a response that
+// belongs to the server again. The event runs to its end even if the client goes away: it may
+// be sending messages.
+func (h *Host) Fetch(handler FetchHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		gw := &eventWriter{w: w, header: http.Header{}}
-		ids := make(chan string, 1) // the handler may outlive Run at the time limit
-		// The event runs to its end even if the client goes away: it may be sending messages.
-		failure := h.Run(context.WithoutCancel(r.Context()), host.FetchEvent, nil, func(ev *host.Event) error {
-			ids <- ev.ID()
-			return fetch(ev, gw, r.WithContext(ev.Context()))
+		ew := &eventWriter{w: w, header: http.Header{}}
+		ev, failure := h.runEvent(context.WithoutCancel(r.Context()), FetchEvent, nil, func(ev *Event) error {
+			return handler(ev, ew, r.WithContext(ev.Context()))
 		})
-		status := gw.end()
-		var id string
-		select {
-		case id = <-ids:
-		default: // the event ended before the handler was called
-		}
-		if failure != nil && status == 0 {
+		status := ew.end()
+		switch {
+		case failure != nil && status == 0:
 			http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 			status = http.StatusInternalServerError
-		} else if status == 0 {
+		case status == 0:
 			w.WriteHeader(http.StatusOK)
 			status = http.StatusOK
 		}
-		attrs := []any{"event", id, "method", r.Method, "path", r.URL.Path, "status", status,
-			"outcome", host.Outcome(failure), "duration", time.Since(start).Round(time.Microsecond)}
-		if failure != nil {
-			log.Info("fetch event", append(attrs, "err", failure.Error())...)
-			return
-		}
-		log.Info("fetch event", attrs...)
+		h.observe(&EventReport{ID: ev.ID(), Kind: FetchEvent, Outcome: OutcomeOf(failure), Err: failure,
+			Start: start, Duration: time.Since(start), Method: r.Method, Path: r.URL.Path, Status: status})
 	})
 }
 

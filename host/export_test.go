@@ -1,0 +1,4 @@
+package host
+
+// Resolve is resolve, for the tests of SPEC §7.
+var Resolve = resolve

@@ -1,0 +1,183 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/memory"
+)
+
+// failing wraps a platform whose consumers fail to receive with err, n times (or forever for a
+// negative n), then deliver as the platform does.
+type failing struct {
+	platform.Platform
+	err error
+	n   int
+}
+
+func (f *failing) Consume(ctx context.Context, name string, o platform.ConsumerOptions) (platform.Consumer, error) {
+	c, err := f.Platform.Consume(ctx, name, o)
+	return &failingConsumer{Consumer: c, f: f}, err
+}
+
+type failingConsumer struct {
+	platform.Consumer
+	f *failing
+
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *failingConsumer) Receive(ctx context.Context, max int) ([]platform.Delivery, error) {
+	c.mu.Lock()
+	c.calls++
+	fail := c.f.n < 0 || c.calls <= c.f.n
+	c.mu.Unlock()
+	if fail {
+		return nil, c.f.err
+	}
+	return c.Consumer.Receive(ctx, max)
+}
+
+// syncLog is a log a test reads while the host writes it.
+type syncLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// A platform failing permanently stops its consumer at once, with one line naming the queue
+// and the cause; Consume returns the error.
+func TestPermanentErrorStopsConsumer(t *testing.T) {
+	cause := platform.Permanent(errors.New("queue qa does not exist (10104)"))
+	if !platform.IsPermanent(cause) || !platform.IsPermanent(errors.Join(errors.New("x"), cause)) ||
+		platform.IsPermanent(errors.New("x")) || platform.Permanent(nil) != nil {
+		t.Fatal("Permanent / IsPermanent")
+	}
+	log := &syncLog{}
+	p := &failing{Platform: memory.New(memory.Options{}), err: cause, n: -1}
+	h, _ := host.New(host.Config{Platform: p, Logger: slog.New(slog.NewTextHandler(log, nil))})
+	start := time.Now()
+	err := h.Consume(context.Background(), host.DefaultConsumerConfig("qa"), func(*host.Event) error { return nil })
+	if !errors.Is(err, cause) || !strings.Contains(err.Error(), "qa") {
+		t.Fatalf("Consume returned %v", err)
+	}
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Errorf("stopping took %v: longer than one backoff step", took)
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `level=ERROR msg="consumer stopped" queue=qa err="queue qa does not exist (10104)"`) {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// A temporary failure backs off, doubling from 0.1 s, logging each, and delivery resumes once
+// the platform recovers.
+func TestTemporaryErrorBacksOff(t *testing.T) {
+	log := &syncLog{}
+	mem := memory.New(memory.Options{})
+	mem.Put("qa", platform.Message{ID: "1", Attempts: 1, Body: []byte("1"), ContentType: platform.JSON})
+	p := &failing{Platform: mem, err: errors.New("connection lost"), n: 3}
+	h, _ := host.New(host.Config{Platform: p, Logger: slog.New(slog.NewTextHandler(log, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan time.Time, 1)
+	start := time.Now()
+	done := make(chan error)
+	cc := host.DefaultConsumerConfig("qa")
+	cc.MaxBatchTimeout = 0
+	go func() {
+		done <- h.Consume(ctx, cc, func(*host.Event) error { ran <- time.Now(); return nil })
+	}()
+	var at time.Time
+	select {
+	case at = <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no delivery after the platform recovered")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// 0.1 + 0.2 + 0.4 s of backoff before the fourth Receive.
+	if waited := at.Sub(start); waited < 700*time.Millisecond || waited > 3*time.Second {
+		t.Errorf("delivered after %v, want about 0.7 s", waited)
+	}
+	text := log.String()
+	for _, want := range []string{"retry_in=100ms", "retry_in=200ms", "retry_in=400ms"} {
+		if !strings.Contains(text, `level=ERROR msg=receive queue=qa err="connection lost" `+want) {
+			t.Errorf("no line with %s in:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "consumer stopped") {
+		t.Errorf("a temporary failure stopped the consumer:\n%s", text)
+	}
+}
+
+// retrying declares that it applies retries itself, as Cloudflare does.
+type retrying struct{ *memory.Platform }
+
+func (retrying) Capabilities() platform.Capabilities { return platform.Capabilities{Retries: true} }
+
+// On a platform that applies retries and dead-lettering itself, the host never dead-letters,
+// drops or holds back a message: it hands over each call and the event's outcome.
+func TestPlatformThatRetries(t *testing.T) {
+	mem := memory.New(memory.Options{Record: true})
+	p := retrying{mem}
+	if !platform.CapabilitiesOf(p).Retries || platform.CapabilitiesOf(mem).Retries {
+		t.Fatal("CapabilitiesOf")
+	}
+	h, _ := host.New(host.Config{Platform: p, Logger: quiet()})
+	cc := host.DefaultConsumerConfig("qa")
+	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 0, "dead", 0
+	// Attempts far beyond max_retries: the platform counts, so the program still runs.
+	mem.Put("qa", platform.Message{ID: "a", Attempts: 9, Body: []byte("1"), ContentType: platform.JSON},
+		platform.Message{ID: "b", Attempts: 9, Body: []byte("2"), ContentType: platform.JSON},
+		platform.Message{ID: "c", Attempts: 9, Body: []byte("3"), ContentType: platform.JSON})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- h.Consume(ctx, cc, func(ev *host.Event) error {
+			defer cancel()
+			if err := duilie.Ack(ev, 0); err != nil {
+				return err
+			}
+			if err := duilie.Retry(ev, 1, 7); err != nil {
+				return err
+			}
+			return errors.New("c is left to the failure")
+		})
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s := mem.Settlements()
+	if len(s) != 1 || len(s[0].Messages) != 3 || !s[0].Failed {
+		t.Fatalf("settlements %+v", s)
+	}
+	want := []platform.Action{{Kind: platform.Done}, {Kind: platform.Redeliver, Delay: 7 * time.Second}, {Kind: platform.Redeliver}}
+	for i, r := range s[0].Messages {
+		if r.Action != want[i] {
+			t.Errorf("message %s: action %+v, want %+v", r.ID, r.Action, want[i])
+		}
+	}
+}

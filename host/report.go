@@ -1,0 +1,121 @@
+package host
+
+import (
+	"errors"
+	"time"
+
+	"github.com/duilie/duilie/internal/event"
+	"github.com/duilie/duilie/platform"
+)
+
+// Observer hears of everything the host does, one Report at a time: an *EventReport when an
+// event ends, a *SettleReport for messages resolved without an event, a *SendReport for every
+// send through the interface. It is called on the host's goroutines, after the event's
+// messages have been settled, so it must be quick and safe for concurrent use; it must not
+// keep a report's slices past its return unless it copies them.
+type Observer func(Report)
+
+// Report is an *EventReport, a *SettleReport or a *SendReport.
+type Report interface{ report() }
+
+// Outcome names how an event ended.
+type Outcome string
+
+// Outcomes.
+const (
+	OK      Outcome = "ok"      // the program ended normally
+	Failed  Outcome = "failed"  // an error, a panic, a non-zero exit
+	Aborted Outcome = "aborted" // an abort: a binding, a malformed bridge call, the time limit
+)
+
+// OutcomeOf names how an event that ended with failure (nil for a normal end) ended.
+func OutcomeOf(failure error) Outcome {
+	var a *event.Abort
+	switch {
+	case failure == nil:
+		return OK
+	case errors.As(failure, &a):
+		return Aborted
+	}
+	return Failed
+}
+
+// EventReport is how one event ended.
+type EventReport struct {
+	ID       string
+	Kind     Kind
+	Outcome  Outcome
+	Err      error // why the event failed (an *Abort when aborted); nil when it ended normally
+	Start    time.Time
+	Duration time.Duration
+
+	// Queue events.
+	Queue     string
+	Batch     int             // messages in the batch
+	Messages  []MessageReport // what became of each, in index order
+	SettleErr error           // the platform failed to carry out the settlement
+
+	// Fetch events.
+	Method string
+	Path   string
+	Status int // the response's status
+}
+
+// MessageReport is what became of one message.
+type MessageReport struct {
+	ID       string
+	Attempts int           // deliveries so far, counting this one
+	Call     platform.Call // the program's first explicit call, if any
+	Action   platform.Action
+	// Lag is how long the message waited to be handled: from when it became deliverable (its
+	// enqueue time, or the end of its delay) to the start of its handler. Zero for messages
+	// that no handler saw.
+	Lag time.Duration
+}
+
+// SettleReport is messages the host resolved without running an event.
+type SettleReport struct {
+	Queue    string
+	Reason   SettleReason
+	Messages []MessageReport
+	Err      error // the platform failed to carry out the settlement
+}
+
+// SettleReason says why messages were resolved without an event.
+type SettleReason string
+
+// Settle reasons.
+const (
+	// Exhausted: delivered once more than max_retries allows (a crash or shutdown redelivered
+	// them before their last failure was recorded), so dead-lettered or dropped undelivered.
+	Exhausted SettleReason = "exhausted"
+	// Released: received while the host was halting; given back, attempts unchanged.
+	Released SettleReason = "released"
+)
+
+// SendReport is one call of 发送队列消息 or 批量发送队列消息 that passed its checks.
+type SendReport struct {
+	Event    string // the id of the event that sent
+	Binding  string
+	Queue    string // "" when the binding aborted
+	Batch    bool   // 批量发送队列消息
+	Messages int
+	Bytes    int // normalized bodies
+	Delayed  int // messages with a delay
+	Err      error
+	Start    time.Time
+	Duration time.Duration
+}
+
+func (*EventReport) report()  {}
+func (*SettleReport) report() {}
+func (*SendReport) report()   {}
+
+// lag is how long m waited for a handler that started at start.
+func lag(m platform.Message, start time.Time) time.Duration {
+	ready := max(m.Timestamp, m.Due)
+	if ready == 0 {
+		return 0
+	}
+	return max(start.Sub(time.UnixMilli(ready)), 0)
+}

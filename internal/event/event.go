@@ -1,0 +1,197 @@
+// Package event is the event model shared by the host, the interface's functions and the
+// Workers adapter: an event's kind, context, abort state and batch, and the calls its program
+// makes on the batch.
+//
+// Its exported methods on Event are the ones a program may use (Kind, ID, Context, Err); the
+// privileged operations (aborting, reaching the batch, resolving a binding) are package
+// functions, which only duilie's own packages can call, so no program gets around the
+// interface's checks.
+package event
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/duilie/duilie/platform"
+)
+
+// Kind is an event's kind, as 读取入站事件种类 reports it.
+type Kind string
+
+// Event kinds.
+const (
+	QueueEvent Kind = "queue" // a batch delivery
+	FetchEvent Kind = "fetch" // an HTTP request
+)
+
+// Handler is a program: it is called once per event. Returning an error or panicking fails the
+// event; so does an abort, whatever the handler returns.
+type Handler = func(ev *Event) error
+
+// Runtime is what an event needs from the host that runs it.
+type Runtime interface {
+	// Resolve finds the queue of a binding (SPEC §8.2). It returns the abort reason when the
+	// binding is not permitted or not configured, or the platform's failure to provide the
+	// queue.
+	Resolve(ctx context.Context, binding string) (q platform.Queue, queue string, abort string, err error)
+	// Sent hears of one send through the interface, once it has ended.
+	Sent(ev *Event, s Send)
+}
+
+// Send describes one call of 发送队列消息 or 批量发送队列消息 that reached its binding.
+type Send struct {
+	Binding  string
+	Queue    string // "" when the binding aborted
+	Batch    bool   // 批量发送队列消息
+	Messages int
+	Bytes    int // normalized bodies
+	Delayed  int // messages with a delay
+	Err      error
+	Start    time.Time
+	Duration time.Duration
+}
+
+// Event is one run of a program: a queue event with its batch, or a fetch event. It carries its
+// own context, as http.Request does, so the interface's functions take the event alone.
+//
+// An Event is safe for use by several goroutines of its program.
+type Event struct {
+	ctx   context.Context
+	id    string
+	kind  Kind
+	rt    Runtime
+	batch *Batch
+
+	mu    sync.Mutex
+	abort *Abort
+}
+
+// New makes an event of kind, with batch b for a queue event (nil otherwise), run by rt.
+func New(ctx context.Context, rt Runtime, kind Kind, b *Batch) *Event {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return &Event{ctx: ctx, id: hex.EncodeToString(id[:]), kind: kind, rt: rt, batch: b}
+}
+
+// Kind reports whether this is a queue or a fetch event (读取入站事件种类).
+func (e *Event) Kind() Kind { return e.kind }
+
+// ID identifies the event in logs and reports.
+func (e *Event) ID() string { return e.id }
+
+// Context is the event's context: it ends at the event's time limit or when the host stops.
+func (e *Event) Context() context.Context { return e.ctx }
+
+// Err returns the event's abort, or nil while it has not been aborted. Once aborted, every
+// call of the interface's functions in the event returns this abort (SPEC §8.3).
+func (e *Event) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.abort == nil {
+		return nil // not a typed nil
+	}
+	return e.abort
+}
+
+// AbortWith aborts ev with reason, unless it was aborted already, and returns the event's
+// abort: the first abort wins.
+func AbortWith(ev *Event, reason string) error {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.abort == nil {
+		ev.abort = &Abort{Reason: reason}
+	}
+	return ev.abort
+}
+
+// BatchOf is a queue event's batch, or nil for other events.
+func BatchOf(ev *Event) *Batch { return ev.batch }
+
+// Queue resolves a binding to its queue (SPEC §8.2). A binding the permissions do not list, or
+// one the deployment does not configure, aborts the event: the error is then an *Abort. Any
+// other error is the platform's failure to provide the queue.
+func Queue(ev *Event, binding string) (platform.Queue, string, error) {
+	if err := ev.Err(); err != nil {
+		return nil, "", err
+	}
+	q, name, reason, err := ev.rt.Resolve(ev.ctx, binding)
+	if reason != "" {
+		return nil, "", AbortWith(ev, reason)
+	}
+	return q, name, err
+}
+
+// Sent reports a send to the event's runtime.
+func Sent(ev *Event, s Send) { ev.rt.Sent(ev, s) }
+
+// Exception is a catchable failure (豫言异常): the program may handle it and carry on. Its Error
+// is the spec's message, verbatim.
+type Exception struct {
+	Message string
+}
+
+func (e *Exception) Error() string { return e.Message }
+
+// Abort is a host abort: the program cannot recover from it, and its event fails with this
+// reason whatever the program does next (SPEC §8.3). Its Error is the spec's message, verbatim.
+type Abort struct {
+	Reason string
+}
+
+func (a *Abort) Error() string { return a.Reason }
+
+// Abort reasons the host raises (SPEC §9).
+const (
+	AbortNotPermitted = "未授权的QUEUE绑定："
+	AbortNoBinding    = "绑定不存在："
+	AbortTimeLimit    = "执行超过时限"
+)
+
+// Batch is the batch of a queue event: the messages in index order, and the program's ack and
+// retry calls, recorded until the event ends. Only the first call on a message counts.
+type Batch struct {
+	queue      string
+	deliveries []platform.Delivery
+
+	mu     sync.Mutex
+	calls  []platform.Call
+	frozen bool
+}
+
+// NewBatch makes a batch of deliveries from queue.
+func NewBatch(queue string, ds []platform.Delivery) *Batch {
+	return &Batch{queue: queue, deliveries: ds, calls: make([]platform.Call, len(ds))}
+}
+
+// Queue is the name of the queue the batch came from, as the platform reports it.
+func (b *Batch) Queue() string { return b.queue }
+
+// Len is the number of messages.
+func (b *Batch) Len() int { return len(b.deliveries) }
+
+// Message returns message i, 0 ≤ i < Len(), as the platform delivered it.
+func (b *Batch) Message(i int) *platform.Message { return &b.deliveries[i].Message }
+
+// Delivery returns delivery i.
+func (b *Batch) Delivery(i int) platform.Delivery { return b.deliveries[i] }
+
+// Record records the program's call c on message i, which the caller has checked is in range.
+// A call on a message that already has one, or after the event ended, changes nothing.
+func (b *Batch) Record(i int, c platform.Call) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.frozen && b.calls[i].Kind == platform.NoCall {
+		b.calls[i] = c
+	}
+}
+
+// Freeze ends recording and returns the calls, one per message.
+func (b *Batch) Freeze() []platform.Call {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.frozen = true
+	return b.calls
+}

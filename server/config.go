@@ -1,0 +1,416 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+)
+
+// DefaultConfigFile is the configuration duilie serve reads when none is named, in the
+// current directory.
+const DefaultConfigFile = "duilie.toml"
+
+// ConfigError lists every mistake found in a configuration, one per line, each naming the
+// file (when there is one), the setting by its duilie.toml key, and what is allowed:
+//
+//	duilie.toml: queues.consumers[0].max_batch_size = 0: must be 1–100
+type ConfigError struct {
+	Mistakes []string
+}
+
+func (e *ConfigError) Error() string { return strings.Join(e.Mistakes, "\n") }
+
+// LoadConfig reads and checks the configuration file at path (SPEC §13): duilie.toml, modelled
+// on wrangler's. Relative paths in it are relative to its directory, unknown keys are
+// mistakes, and a setting a key leaves out gets its default. A file that is missing,
+// unreadable, not TOML, or has any mistake is a *ConfigError listing every mistake.
+func LoadConfig(path string) (*Config, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &ConfigError{[]string{path + ": no such file (write one, or name it with --config)"}}
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &ConfigError{[]string{path + ": " + err.Error()}}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, &ConfigError{[]string{path + ": " + err.Error()}}
+	}
+	return ParseConfig(path, filepath.Dir(abs), text)
+}
+
+// ParseConfig checks the TOML text of a configuration file named file (for messages) whose
+// relative paths start at dir, as LoadConfig does.
+func ParseConfig(file, dir string, text []byte) (*Config, error) {
+	var raw map[string]any
+	if _, err := toml.Decode(string(text), &raw); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &ConfigError{[]string{fmt.Sprintf("%s: line %d: %s", file, pe.Position.Line, pe.Message)}}
+		}
+		return nil, &ConfigError{[]string{file + ": " + err.Error()}}
+	}
+	c := &checker{file: file, dir: dir}
+	cfg := c.config(raw)
+	if len(c.mistakes) > 0 {
+		return nil, &ConfigError{c.mistakes}
+	}
+	return cfg, nil
+}
+
+// checker walks the decoded TOML in a fixed order (the order of SPEC §13's example) and
+// collects every mistake.
+type checker struct {
+	file     string
+	dir      string
+	mistakes []string
+}
+
+// bad records a mistake about key holding v.
+func (c *checker) bad(key string, v any, allowed string) {
+	c.mistakes = append(c.mistakes, fmt.Sprintf("%s%s = %s: %s", c.prefix(), key, tomlValue(v), allowed))
+}
+
+// badKey records a mistake about key itself (missing, unknown).
+func (c *checker) badKey(key, problem string) {
+	c.mistakes = append(c.mistakes, fmt.Sprintf("%s%s: %s", c.prefix(), key, problem))
+}
+
+func (c *checker) prefix() string {
+	if c.file == "" {
+		return ""
+	}
+	return c.file + ": "
+}
+
+// invalid records the mistakes of a settings struct's check, err (joined *platform.FieldError,
+// or nil), skipping fields in skip. raw is the TOML table the settings came from; nil for
+// settings made in Go, whose values are then printed as the file would write them.
+func (c *checker) invalid(table string, raw map[string]any, settings any, err error, skip map[string]bool) {
+	for _, fe := range platform.FieldErrors(err) {
+		if skip[fe.Field] {
+			continue
+		}
+		key := keyOf(settings, fe.Field)
+		if key == "" {
+			c.badKey(join(table, fe.Field), fe.Rule)
+			continue
+		}
+		v, present := raw[key]
+		if raw == nil {
+			v, present = fieldValue(settings, fe.Field), true
+		}
+		if present {
+			c.bad(join(table, key), v, fe.Rule)
+		} else {
+			c.badKey(join(table, key), "missing; "+fe.Rule)
+		}
+	}
+}
+
+// table checks that v (at key; "" for the document) is a table whose keys are all in allowed,
+// and returns it.
+func (c *checker) table(key string, v any, allowed ...string) map[string]any {
+	if v == nil {
+		return nil
+	}
+	t, ok := v.(map[string]any)
+	if !ok {
+		c.bad(key, v, "must be a table (["+key+"])")
+		return nil
+	}
+	var unknown []string
+	for k := range t {
+		if !slices.Contains(allowed, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	for _, k := range unknown {
+		c.badKey(join(key, k), "unknown key; allowed: "+strings.Join(allowed, ", "))
+	}
+	return t
+}
+
+// tables checks that v is an array of tables ([[key]]) and returns it.
+func (c *checker) tables(key string, v any) []map[string]any {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case []map[string]any:
+		return v
+	case []any: // an array of inline tables, or empty
+		ts := make([]map[string]any, 0, len(v))
+		for _, e := range v {
+			t, ok := e.(map[string]any)
+			if !ok {
+				break
+			}
+			ts = append(ts, t)
+		}
+		if len(ts) == len(v) {
+			return ts
+		}
+	}
+	c.bad(key, v, "must be an array of tables ([["+key+"]])")
+	return nil
+}
+
+func join(key, k string) string {
+	if key == "" {
+		return tomlKey(k)
+	}
+	return key + "." + tomlKey(k)
+}
+
+// tomlKey quotes k as TOML needs it, so an odd unknown key reads back as written.
+func tomlKey(k string) string {
+	if k == "" {
+		return `""`
+	}
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return strconv.Quote(k)
+		}
+	}
+	return k
+}
+
+// tomlValue prints a decoded value the way TOML writes it.
+func tomlValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return strconv.Quote(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		s := strconv.FormatFloat(v, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eEn") { // keep 10.0 a float when printed
+			s += ".0"
+		}
+		return s
+	case bool:
+		return strconv.FormatBool(v)
+	case time.Time:
+		return v.Format(time.RFC3339Nano)
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = tomlValue(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case []map[string]any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = tomlValue(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = tomlKey(k) + " = " + tomlValue(v[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func (c *checker) config(raw map[string]any) *Config {
+	cfg := &Config{File: c.file, Dir: c.dir, Bindings: map[string]string{}}
+	doc := c.table("", raw, "permissions", "queues", "app", "platform")
+	c.permissions(cfg, doc["permissions"])
+	queues := c.table("queues", doc["queues"], "producers", "consumers")
+	c.producers(cfg, queues["producers"])
+	c.consumers(cfg, queues["consumers"])
+	c.app(cfg, doc["app"])
+	c.platform(cfg, doc["platform"])
+	return cfg
+}
+
+func (c *checker) permissions(cfg *Config, v any) {
+	t := c.table("permissions", v, "QUEUE")
+	q, present := t["QUEUE"]
+	if !present {
+		return
+	}
+	const allowed = "must be an array of binding names, like [\"PAGE_QUEUE\"]"
+	list, ok := q.([]any)
+	if !ok {
+		c.bad("permissions.QUEUE", q, allowed)
+		return
+	}
+	seen := map[string]int{}
+	for i, e := range list {
+		key := fmt.Sprintf("permissions.QUEUE[%d]", i)
+		s, ok := e.(string)
+		switch {
+		case !ok || s == "":
+			c.bad(key, e, "must be a binding name (a non-empty string)")
+		case seen[s] > 0:
+			c.bad(key, e, fmt.Sprintf("listed twice (also permissions.QUEUE[%d])", seen[s]-1))
+		default:
+			seen[s] = i + 1
+			cfg.Permissions.Queue = append(cfg.Permissions.Queue, s)
+		}
+	}
+}
+
+// queueNameRule is what a queue name may be; the host's consumer settings say the same.
+var queueNameRule = platform.Invalid(host.ConsumerConfig{}, "Queue").Rule
+
+func (c *checker) producers(cfg *Config, v any) {
+	first := map[string]int{}
+	for i, t := range c.tables("queues.producers", v) {
+		table := fmt.Sprintf("queues.producers[%d]", i)
+		t = c.table(table, t, "binding", "queue")
+		var binding string
+		switch b, present := t["binding"]; {
+		case !present:
+			c.badKey(table+".binding", "missing; must be a binding name, like \"PAGE_QUEUE\"")
+		default:
+			s, ok := b.(string)
+			if !ok || s == "" {
+				c.bad(table+".binding", b, "must be a binding name (a non-empty string)")
+			} else if j, dup := first[s]; dup {
+				c.bad(table+".binding", b, fmt.Sprintf("listed twice (also queues.producers[%d]); a binding names one queue", j))
+			} else {
+				first[s] = i
+				binding = s
+			}
+		}
+		var queue string
+		switch q, present := t["queue"]; {
+		case !present:
+			c.badKey(table+".queue", "missing; "+queueNameRule)
+		default:
+			s, ok := q.(string)
+			if !ok || platform.CheckQueueName(s) != nil {
+				c.bad(table+".queue", q, queueNameRule)
+			} else {
+				queue = s
+			}
+		}
+		if binding != "" && queue != "" {
+			cfg.Bindings[binding] = queue
+		}
+	}
+}
+
+func (c *checker) consumers(cfg *Config, v any) {
+	first := map[string]int{}
+	for i, t := range c.tables("queues.consumers", v) {
+		table := fmt.Sprintf("queues.consumers[%d]", i)
+		t = c.table(table, t, keys(host.ConsumerConfig{})...)
+		cc := host.DefaultConsumerConfig("")
+		bad := c.decode(table, t, &cc)
+		c.invalid(table, t, cc, cc.Validate(), bad)
+		if cc.Queue == "" || platform.CheckQueueName(cc.Queue) != nil {
+			continue
+		}
+		if j, dup := first[cc.Queue]; dup {
+			c.bad(table+".queue", cc.Queue, fmt.Sprintf("has a consumer already (queues.consumers[%d]); a queue has one consumer", j))
+			continue
+		}
+		first[cc.Queue] = i
+		if cc.Validate() == nil {
+			cfg.Consumers = append(cfg.Consumers, cc)
+		}
+	}
+}
+
+func (c *checker) app(cfg *Config, v any) {
+	t := c.table("app", v, keys(Config{})...)
+	cfg.TimeLimit, cfg.ShutdownGrace = host.DefaultTimeLimit, DefaultShutdownGrace
+	bad := c.decode("app", t, cfg)
+	c.invalid("app", t, cfg, cfg.checkApp(t), bad)
+	if g, ok := t["shutdown_grace_ms"].(int64); ok && g == 0 {
+		cfg.ShutdownGrace = NoShutdownGrace // the file's "none"; 0 in Go is the default
+	}
+}
+
+func (c *checker) platform(cfg *Config, v any) {
+	t, _ := v.(map[string]any)
+	kind := platform.DefaultKind
+	if k, present := t["kind"]; present {
+		s, ok := k.(string)
+		if ok {
+			kind = s
+		}
+		if _, err := platform.NewConfig(kind); !ok || err != nil {
+			c.bad("platform.kind", k, "must be one of "+quoteAll(platform.Kinds()))
+			kind = platform.DefaultKind
+		}
+	}
+	pc, err := platform.NewConfig(kind)
+	if err != nil {
+		c.badKey("platform", err.Error()) // the default driver is always linked in
+		return
+	}
+	t = c.table("platform", v, append([]string{"kind"}, keys(pc)...)...)
+	bad := c.decode("platform", t, pc)
+	c.invalid("platform", t, pc, pc.Validate(), bad)
+	cfg.Platform = pc
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// checkApp checks the settings of the [app] table. Its error joins one *platform.FieldError
+// per mistake. file is the table the settings were read from, or nil for settings made in Go:
+// in the file, 0 is no default but a time limit out of range, and a negative grace is no
+// "none" but a mistake.
+func (cfg *Config) checkApp(file map[string]any) error {
+	var errs []error
+	switch {
+	case cfg.Command != nil && len(cfg.Command) == 0:
+		errs = append(errs, platform.Invalid(cfg, "Command"))
+	case len(cfg.Command) > 0 && cfg.Command[0] == "":
+		errs = append(errs, &platform.FieldError{Field: "Command", Rule: `must start with the program to run, not ""`})
+	}
+	if cfg.Listen != "" {
+		if _, port, err := net.SplitHostPort(cfg.Listen); err != nil || !validPort(port) {
+			errs = append(errs, platform.Invalid(cfg, "Listen"))
+		}
+	}
+	if _, inFile := file["time_limit_ms"]; cfg.TimeLimit != 0 || inFile {
+		if err := host.CheckTimeLimit(cfg.TimeLimit); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, inFile := file["shutdown_grace_ms"]; cfg.ShutdownGrace > MaxShutdownGrace || inFile && cfg.ShutdownGrace < 0 {
+		errs = append(errs, platform.Invalid(cfg, "ShutdownGrace"))
+	}
+	return errors.Join(errs...)
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535
+}

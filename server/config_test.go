@@ -1,0 +1,122 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duilie/duilie/platform/jetstream"
+)
+
+// TestConfigGolden loads every testdata/config/*.toml: a valid file's golden is the checked
+// configuration, a mistaken one's is the exact message, every mistake on its own line.
+func TestConfigGolden(t *testing.T) {
+	files, err := filepath.Glob("testdata/config/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no config files: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".toml")
+		t.Run(name, func(t *testing.T) {
+			cfg, err := LoadConfig(f)
+			var got string
+			if err != nil {
+				var ce *ConfigError
+				if !errors.As(err, &ce) {
+					t.Errorf("error %T, want a *ConfigError", err)
+				}
+				got = "error:\n" + err.Error() + "\n"
+			} else {
+				got = dumpConfig(t, cfg)
+			}
+			golden(t, "config/"+name+".golden", got)
+		})
+	}
+}
+
+// dumpConfig prints a checked configuration, the test directory's path replaced by $DIR.
+func dumpConfig(t *testing.T, c *Config) string {
+	dir, err := filepath.Abs("testdata/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "file: %s\ndir: %s\n", c.File, c.Dir)
+	fmt.Fprintf(&b, "permissions.QUEUE: %q\n", c.Permissions.Queue)
+	fmt.Fprintf(&b, "bindings: %v\n", c.Bindings)
+	for _, cc := range c.Consumers {
+		fmt.Fprintf(&b, "consumer: %+v\n", cc)
+	}
+	grace := c.ShutdownGrace.String()
+	if c.ShutdownGrace < 0 {
+		grace = "none"
+	}
+	fmt.Fprintf(&b, "app: command=%q listen=%q time_limit=%v shutdown_grace=%s\n", c.Command, c.Listen, c.TimeLimit, grace)
+	fmt.Fprintf(&b, "platform: %s %+v\n", c.Platform.Kind(), c.Platform)
+	return strings.ReplaceAll(b.String(), dir, "$DIR")
+}
+
+// Defaults (SPEC §11, §13) and relative paths, spelled out rather than only in a golden file.
+func TestConfigDefaults(t *testing.T) {
+	dir := t.TempDir()
+	text := "[[queues.consumers]]\nqueue = \"q\"\n[platform]\nnats_url = \"nats://x:4222\"\nnats_creds = \"u.creds\"\n"
+	cfg, err := ParseConfig("x.toml", dir, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := cfg.Consumers[0]
+	if cc.MaxBatchSize != 10 || cc.MaxBatchTimeout != 5*time.Second || cc.MaxRetries != 3 || cc.RetryDelay != 0 ||
+		cc.DeadLetterQueue != "" || cc.MaxConcurrency != 1 {
+		t.Errorf("consumer defaults: %+v", cc)
+	}
+	if err := cc.Validate(); err != nil {
+		t.Errorf("host rejects the defaults: %v", err)
+	}
+	if cfg.TimeLimit != 30*time.Second || cfg.ShutdownGrace != 30*time.Second {
+		t.Errorf("app defaults: %v %v", cfg.TimeLimit, cfg.ShutdownGrace)
+	}
+	p := cfg.Platform.(*jetstream.Config)
+	if p.DataDir != filepath.Join(dir, ".duilie") || p.Creds != filepath.Join(dir, "u.creds") ||
+		p.Replicas != 1 || p.Sync != "interval" || p.Retention != 96*time.Hour {
+		t.Errorf("platform defaults: %+v", p)
+	}
+}
+
+// Every consumer setting at both ends of its range is accepted, and one past either end is a
+// mistake naming the key and the range.
+func TestConsumerRanges(t *testing.T) {
+	for _, c := range []struct {
+		key     string
+		lo, hi  int
+		allowed string
+	}{
+		{"max_batch_size", 1, 100, "must be 1–100"},
+		{"max_batch_timeout", 0, 60, "must be 0–60 (seconds)"},
+		{"max_retries", 0, 100, "must be 0–100"},
+		{"retry_delay", 0, 43200, "must be 0–43200 (seconds)"},
+		{"max_concurrency", 1, 250, "must be 1–250 (batches at once)"},
+	} {
+		for _, n := range []int{c.lo, c.hi} {
+			text := fmt.Sprintf("[[queues.consumers]]\nqueue = \"q\"\n%s = %d\n", c.key, n)
+			cfg, err := ParseConfig("duilie.toml", "/", []byte(text))
+			if err != nil {
+				t.Errorf("%s = %d: %v", c.key, n, err)
+				continue
+			}
+			if err := cfg.Consumers[0].Validate(); err != nil {
+				t.Errorf("%s = %d: the host rejects it: %v", c.key, n, err)
+			}
+		}
+		for _, n := range []int{c.lo - 1, c.hi + 1} {
+			text := fmt.Sprintf("[[queues.consumers]]\nqueue = \"q\"\n%s = %d\n", c.key, n)
+			_, err := ParseConfig("duilie.toml", "/", []byte(text))
+			want := fmt.Sprintf("duilie.toml: queues.consumers[0].%s = %d: %s", c.key, n, c.allowed)
+			if err == nil || err.Error() != want {
+				t.Errorf("%s = %d: got %v, want %s", c.key, n, err, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+)
+
+// logObserver writes the server's log lines from the host's reports: one per event, one per
+// batch of messages resolved without an event.
+func logObserver(log *slog.Logger) host.Observer {
+	return func(r host.Report) {
+		switch r := r.(type) {
+		case *host.EventReport:
+			logEvent(log, r)
+		case *host.SettleReport:
+			logSettle(log, r)
+		case *host.SendReport:
+			if log.Enabled(context.Background(), slog.LevelDebug) {
+				log.Debug("send", "event", r.Event, "binding", r.Binding, "queue", r.Queue, "messages", r.Messages,
+					"bytes", r.Bytes, "delayed", r.Delayed, "err", r.Err)
+			}
+		}
+	}
+}
+
+func logEvent(log *slog.Logger, r *host.EventReport) {
+	attrs := []any{"event", r.ID}
+	msg := "fetch event"
+	if r.Kind == host.QueueEvent {
+		msg = "queue event"
+		count := countActions(r.Messages)
+		attrs = append(attrs, "queue", r.Queue, "batch", r.Batch, "outcome", string(r.Outcome),
+			"duration", r.Duration.Round(time.Microsecond), "acked", count[platform.Done],
+			"retried", count[platform.Redeliver], "dead", count[platform.DeadLetter], "dropped", count[platform.Drop])
+	} else {
+		attrs = append(attrs, "method", r.Method, "path", r.Path, "status", r.Status, "outcome", string(r.Outcome),
+			"duration", r.Duration.Round(time.Microsecond))
+	}
+	if r.Err != nil {
+		attrs = append(attrs, "err", r.Err.Error())
+	}
+	if r.SettleErr != nil {
+		log.Error(msg, append(attrs, "settle_err", r.SettleErr.Error())...)
+		return
+	}
+	log.Info(msg, attrs...)
+}
+
+func logSettle(log *slog.Logger, r *host.SettleReport) {
+	count := countActions(r.Messages)
+	attrs := []any{"queue", r.Queue, "messages", len(r.Messages)}
+	switch r.Reason {
+	case host.Exhausted:
+		attrs = append(attrs, "dead", count[platform.DeadLetter], "dropped", count[platform.Drop])
+		if r.Err != nil {
+			attrs = append(attrs, "settle_err", r.Err.Error())
+		}
+		log.Warn("retries exhausted before delivery: dead-lettered or dropped undelivered", attrs...)
+	case host.Released:
+		if r.Err != nil {
+			attrs = append(attrs, "settle_err", r.Err.Error())
+		}
+		log.Info("released undelivered messages", attrs...)
+	}
+}
+
+func countActions(ms []host.MessageReport) (count [platform.Release + 1]int) {
+	for _, m := range ms {
+		count[m.Action.Kind]++
+	}
+	return count
+}

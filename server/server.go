@@ -1,0 +1,539 @@
+// Package server is duilie's running host as a Go package: the platform (chosen by name), a
+// consumer per configured queue, the fetch listener, the program run once per event (a command
+// through the bridge, or Go handlers in-process), the grace period and the halt. duilie serve
+// is this package with flags; a Go service embeds the same thing:
+//
+//	srv, err := server.New(server.Config{
+//		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+//		Bindings:    map[string]string{"TASKS": "tasks"},
+//		Consumers:   []host.ConsumerConfig{host.DefaultConsumerConfig("tasks")},
+//		Program:     &server.Program{Queue: handleTasks},
+//	})
+//	…
+//	err = srv.Start(ctx)
+//	defer srv.Shutdown(context.Background())
+//
+// Inside the service, srv.Handler wraps an HTTP handler so that every request is a fetch
+// event that may send, and srv.Do runs any function as one.
+//
+// # Configuration
+//
+// Config can be built in Go or read from a duilie.toml with LoadConfig (SPEC §13). Every
+// setting's range and default lives with its owner: the host's consumer settings
+// (host.ConsumerConfig) and time limit, each platform driver's own keys (platform.Config),
+// and this package's [app] keys. A mistake is a *ConfigError naming the setting by its key.
+//
+// # Platforms
+//
+// Config.Platform names a platform: a *jetstream.Config (the default: the embedded engine in
+// .duilie, or a NATS cluster) or a *memory.Config (in the process; for tries and tests), or a
+// driver registered with platform.Register. In duilie.toml it is the kind key of the platform
+// table.
+//
+// # Observing
+//
+// Every event, send and settlement is reported to each of Config.Observers (see host.Report):
+// the server's own log lines come from the same reports.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/duilie/duilie/bridge"
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+
+	// The platforms duilie.toml can name.
+	_ "github.com/duilie/duilie/platform/jetstream"
+	_ "github.com/duilie/duilie/platform/memory"
+)
+
+// Defaults and limits of Config.
+const (
+	DefaultShutdownGrace = 30 * time.Second
+	MaxShutdownGrace     = 900 * time.Second
+	// NoShutdownGrace, as Config.ShutdownGrace, halts running events as soon as Run stops.
+	NoShutdownGrace time.Duration = -1
+)
+
+// Config configures a Server. The zero value of every field is its documented default.
+type Config struct {
+	// Permissions lists the bindings programs may use ([permissions] QUEUE).
+	Permissions host.Permissions
+	// Bindings maps each binding to its queue ([[queues.producers]]).
+	Bindings map[string]string
+	// Consumers are the queues consumed, each in batches ([[queues.consumers]]).
+	Consumers []host.ConsumerConfig
+
+	// Program is a Go program run in-process, once per event; nil means Command instead.
+	Program *Program
+	// Command is the program run once per event through the bridge, in Dir ([app] command):
+	// the executable and its arguments. A bare name is looked up in PATH; a name with a path
+	// separator is a file, relative to Dir.
+	Command []string `toml:"command" rule:"must be a non-empty array of strings, the program and its arguments, like [\"python3\", \"app.py\"]"`
+	// Listen is the host:port where every HTTP request is a fetch event ([app] listen); ""
+	// for none. Port 0 picks a free port (see Server.FetchAddr).
+	Listen string `toml:"listen" rule:"must be a host:port to listen on for fetch events, like \"127.0.0.1:8787\""`
+	// TimeLimit is every event's wall-clock limit, 1 ms – 900 s; 0 means 30 s.
+	TimeLimit time.Duration `toml:"time_limit_ms,ms"`
+	// ShutdownGrace is how long running events may finish once Run's context ends, up to
+	// 900 s; 0 means 30 s, NoShutdownGrace (or any negative value) none.
+	ShutdownGrace time.Duration `toml:"shutdown_grace_ms,ms" rule:"must be 0–900000 (milliseconds)"`
+
+	// Platform is the platform to run on; nil means the embedded engine in .duilie
+	// (jetstream.Config{}).
+	Platform platform.Config
+
+	// Observers each receive every report (see host.Observer).
+	Observers []host.Observer
+	// Logger receives the server's log lines, one per event; nil means slog.Default().
+	Logger *slog.Logger
+
+	// File is the configuration file the settings came from, for messages; "" for none.
+	File string
+	// Dir is where Command runs and what relative paths are relative to; "" means the
+	// current directory.
+	Dir string
+}
+
+// Program is a Go program that the host runs in-process, once per event.
+type Program struct {
+	// Queue handles queue events: one call per batch. Required when there are consumers.
+	Queue host.Handler
+	// Fetch handles fetch events: one call per HTTP request to Listen. Required when Listen
+	// is set.
+	Fetch host.FetchHandler
+}
+
+// Server is a running host. Its methods are safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	p       platform.Platform
+	h       *host.Host
+	run     runner
+	httpSrv *http.Server
+	addr    string // the fetch listener's address, "" for none
+
+	stopConsuming context.CancelFunc
+	consumers     sync.WaitGroup
+	fatal         chan error // every consumer stopped on its own
+}
+
+// New checks cfg and makes a Server; nothing runs until Start. Mistakes are a *ConfigError.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Platform == nil {
+		pc, err := platform.NewConfig(platform.DefaultKind)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Platform = pc
+	}
+	if cfg.TimeLimit == 0 {
+		cfg.TimeLimit = host.DefaultTimeLimit
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// check finds every mistake in a configuration made in Go (ParseConfig has checked a file's
+// settings already, and they pass again) and in what the program can run.
+func (cfg *Config) check() error {
+	c := &checker{file: cfg.File, dir: cfg.Dir}
+	for b := range cfg.Bindings {
+		if b == "" {
+			c.badKey("queues.producers", "a binding must have a name")
+		}
+	}
+	for _, q := range cfg.Bindings {
+		if err := platform.CheckQueueName(q); err != nil {
+			c.badKey("queues.producers", err.Error())
+		}
+	}
+	seen := map[string]bool{}
+	for i, cc := range cfg.Consumers {
+		table := fmt.Sprintf("queues.consumers[%d]", i)
+		c.invalid(table, nil, cc, cc.Validate(), nil)
+		if seen[cc.Queue] {
+			c.bad(table+".queue", cc.Queue, "has a consumer already; a queue has one consumer")
+		}
+		seen[cc.Queue] = true
+	}
+	c.invalid("app", nil, cfg, cfg.checkApp(nil), nil)
+	c.invalid("platform", nil, cfg.Platform, cfg.Platform.Validate(), nil)
+	c.program(cfg)
+	if len(c.mistakes) > 0 {
+		return &ConfigError{c.mistakes}
+	}
+	return nil
+}
+
+// program records a configuration that asks for events the program cannot run.
+func (c *checker) program(cfg *Config) {
+	if cfg.Program == nil {
+		if len(cfg.Command) == 0 && (len(cfg.Consumers) > 0 || cfg.Listen != "") {
+			c.badKey("app.command", "missing; serve runs it for every queue event (queues.consumers) and fetch event (app.listen)")
+		}
+		if len(cfg.Command) > 0 && cfg.Command[0] != "" {
+			// A command that cannot start would fail every event and spend every message's
+			// retries in moments: refuse to serve instead.
+			if err := findCommand(cfg.Command[0], cfg.Dir); err != nil {
+				c.bad("app.command", cfg.Command[0], err.Error())
+			}
+		}
+		return
+	}
+	if cfg.Program.Queue == nil && len(cfg.Consumers) > 0 {
+		c.badKey("queues.consumers", "this program has no queue handler (Program.Queue) to run their batches")
+	}
+	if cfg.Program.Fetch == nil && cfg.Listen != "" {
+		c.badKey("app.listen", "this program has no fetch handler (Program.Fetch) to run HTTP requests")
+	}
+}
+
+// findCommand checks that name runs as it will per event: a name with a path separator is a
+// file, relative to the configuration's directory; a bare name is looked up in PATH.
+func findCommand(name, dir string) error {
+	if !strings.ContainsRune(name, filepath.Separator) {
+		if _, err := exec.LookPath(name); err != nil {
+			return errors.New("not found in PATH (write ./" + name + " for a file beside the configuration)")
+		}
+		return nil
+	}
+	path := name
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("no such file: %s", path)
+	case info.IsDir() || info.Mode()&0o111 == 0:
+		return fmt.Errorf("not an executable file: %s", path)
+	}
+	return nil
+}
+
+// Queues lists every queue the configuration names (bindings, consumers, dead-letter queues),
+// sorted.
+func (cfg *Config) Queues() []string {
+	var names []string
+	for _, q := range cfg.Bindings {
+		names = append(names, q)
+	}
+	for _, cc := range cfg.Consumers {
+		names = append(names, cc.Queue)
+		if cc.DeadLetterQueue != "" {
+			names = append(names, cc.DeadLetterQueue)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// ErrNotStarted is returned by a Server's methods that need it running.
+var ErrNotStarted = errors.New("server: not started")
+
+// Start opens the platform, creates every configured queue and starts the consumers and the
+// fetch listener; it returns once they run. On error nothing is left running. A Server
+// starts once.
+func (s *Server) Start(ctx context.Context) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("server: started already")
+	}
+	s.started = true
+	cfg, log := &s.cfg, s.log
+	if cfg.Program != nil && len(cfg.Command) > 0 {
+		log.Warn("app.command is not used: this program runs its handlers in-process", "command", strings.Join(cfg.Command, " "))
+	}
+	for b := range cfg.Bindings {
+		if !slices.Contains(cfg.Permissions.Queue, b) {
+			log.Warn("binding is configured but not permitted: programs using it abort", "binding", b)
+		}
+	}
+	for _, b := range cfg.Permissions.Queue {
+		if _, ok := cfg.Bindings[b]; !ok {
+			log.Warn("binding is permitted but not configured: programs using it abort", "binding", b)
+		}
+	}
+
+	if s.p, err = cfg.Platform.Open(ctx, platform.OpenOptions{Serve: true, Logger: log}); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			s.p.Close()
+		}
+	}()
+	attrs := []any{"kind", cfg.Platform.Kind()}
+	if d, ok := s.p.(interface{ LogAttrs() []any }); ok {
+		attrs = d.LogAttrs()
+	}
+	log.Info("platform open", attrs...)
+	for _, name := range cfg.Queues() {
+		if _, err := s.p.Queue(ctx, name); err != nil {
+			return fmt.Errorf("create queue %s: %w", name, err)
+		}
+	}
+
+	observers := append([]host.Observer{logObserver(log)}, cfg.Observers...)
+	s.h, err = host.New(host.Config{
+		Platform:    s.p,
+		Permissions: cfg.Permissions,
+		Bindings:    cfg.Bindings,
+		TimeLimit:   cfg.TimeLimit,
+		Logger:      log,
+		Observer: func(r host.Report) {
+			for _, o := range observers {
+				o(r)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if s.run, err = newRunner(cfg, s.h, log); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			s.run.close()
+		}
+	}()
+
+	if cfg.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("listen for fetch events on %s: %w", cfg.Listen, err)
+		}
+		s.addr = ln.Addr().String()
+		s.httpSrv = &http.Server{
+			Handler:           s.run.fetch,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		go func() { _ = s.httpSrv.Serve(ln) }()
+		log.Info("listening for fetch events", "url", "http://"+s.addr+"/")
+	}
+
+	// Consumers stop on their own context, not ctx, so that the grace period is ours to run.
+	var consumeCtx context.Context
+	consumeCtx, s.stopConsuming = context.WithCancel(context.WithoutCancel(ctx))
+	s.fatal = make(chan error, 1)
+	var (
+		failedMu sync.Mutex
+		failed   []error
+	)
+	for _, cc := range cfg.Consumers {
+		s.consumers.Go(func() {
+			err := s.h.Consume(consumeCtx, cc, s.run.queue)
+			if err == nil {
+				return
+			}
+			failedMu.Lock()
+			defer failedMu.Unlock()
+			if failed = append(failed, err); len(failed) == len(cfg.Consumers) {
+				s.fatal <- fmt.Errorf("no consumer is left: %w", errors.Join(failed...))
+			}
+		})
+		attrs := []any{"queue", cc.Queue, "max_batch_size", cc.MaxBatchSize, "max_batch_timeout", cc.MaxBatchTimeout.String(),
+			"max_retries", cc.MaxRetries, "retry_delay", cc.RetryDelay.String(), "max_concurrency", cc.MaxConcurrency}
+		if cc.DeadLetterQueue != "" {
+			attrs = append(attrs, "dead_letter_queue", cc.DeadLetterQueue)
+		}
+		log.Info("consuming", attrs...)
+	}
+	log.Info("serving", "program", s.run.what, "time_limit", cfg.TimeLimit.String(), "config", cfg.File)
+	return nil
+}
+
+// Failed is sent an error, once, when every consumer has stopped on its own (its platform
+// failed permanently); the server goes on serving fetch events until it is shut down. It is
+// nil before Start.
+func (s *Server) Failed() <-chan error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatal
+}
+
+// Run starts the server and runs it until ctx ends, then shuts it down with the configured
+// grace period: no new deliveries or requests, running events get ShutdownGrace to finish,
+// then the rest are halted (their messages are delivered again). It returns nil after a
+// shutdown that ctx asked for, and an error if the server could not start or every consumer
+// stopped on its own.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	var failure error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down: no new deliveries; running events may finish", "grace", max(s.cfg.ShutdownGrace, 0).String())
+	case failure = <-s.Failed():
+		s.log.Error("every consumer has stopped; shutting down", "err", failure)
+	}
+	grace, cancel := context.WithTimeout(context.Background(), max(s.cfg.ShutdownGrace, 0))
+	defer cancel()
+	return errors.Join(failure, s.Shutdown(grace))
+}
+
+// Shutdown stops new deliveries and requests, lets running events finish until ctx ends,
+// halts the rest (the host then settles their messages for redelivery) and closes the
+// platform. It returns once everything has stopped.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.stopped {
+		return nil
+	}
+	s.stopped = true
+	s.stopConsuming()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		var wg sync.WaitGroup
+		wg.Go(s.consumers.Wait)
+		if s.httpSrv != nil {
+			wg.Go(func() { _ = s.httpSrv.Shutdown(ctx) })
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		s.log.Warn("shutdown grace is over: halting running events; their messages will be delivered again")
+		s.h.Halt()
+		if s.httpSrv != nil {
+			_ = s.httpSrv.Close()
+		}
+		<-drained
+	}
+	var errs []error
+	if err := s.run.close(); err != nil {
+		s.log.Warn("closing the bridge", "err", err)
+	}
+	if err := s.p.Close(); err != nil {
+		s.log.Warn("closing the platform", "err", err)
+		errs = append(errs, err)
+	}
+	s.log.Info("stopped")
+	return errors.Join(errs...)
+}
+
+// Halt aborts every running event and every event started later; their messages are
+// delivered again. Shutdown calls it when its context ends first.
+func (s *Server) Halt() {
+	if h := s.host(); h != nil {
+		h.Halt()
+	}
+}
+
+func (s *Server) host() *host.Host {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h
+}
+
+// Do runs fn as one fetch-kind event, with the server's permissions, bindings and time limit,
+// and returns its failure, as an HTTP request to the fetch listener would run: it is how a Go
+// service sends from code that is not an HTTP handler.
+func (s *Server) Do(ctx context.Context, fn host.Handler) error {
+	h := s.host()
+	if h == nil {
+		return ErrNotStarted
+	}
+	return h.Run(ctx, fn)
+}
+
+// Handler returns an http.Handler that runs fn as one fetch event per request, as the fetch
+// listener runs Program.Fetch: mount it in a service's own mux. Until the server has started
+// it answers 503.
+func (s *Server) Handler(fn host.FetchHandler) http.Handler {
+	var once sync.Once
+	var events http.Handler
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := s.host()
+		if h == nil {
+			http.Error(w, "duilie is not started", http.StatusServiceUnavailable)
+			return
+		}
+		once.Do(func() { events = h.Fetch(fn) })
+		events.ServeHTTP(w, r)
+	})
+}
+
+// Platform is the open platform, or nil before Start.
+func (s *Server) Platform() platform.Platform {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
+}
+
+// FetchAddr is the address the fetch listener listens on, or "" when there is none.
+func (s *Server) FetchAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// runner is how the program runs per event: a process per event through the bridge, or a Go
+// program in-process.
+type runner struct {
+	what  string // for the log
+	queue host.Handler
+	fetch http.Handler
+	close func() error
+}
+
+func newRunner(cfg *Config, h *host.Host, log *slog.Logger) (runner, error) {
+	if cfg.Program != nil {
+		r := runner{what: "in-process Go program", queue: cfg.Program.Queue, close: func() error { return nil }}
+		if cfg.Program.Fetch != nil {
+			r.fetch = h.Fetch(cfg.Program.Fetch)
+		}
+		return r, nil
+	}
+	if len(cfg.Command) == 0 {
+		// Nothing to run: serve only holds the platform for local commands.
+		return runner{what: "none (no app.command)", close: func() error { return nil }}, nil
+	}
+	srv, err := bridge.Listen("127.0.0.1:0", log)
+	if err != nil {
+		return runner{}, fmt.Errorf("start the bridge: %w", err)
+	}
+	prog := &bridge.Program{Command: cfg.Command, Dir: cfg.Dir, Bridge: srv, Logger: log}
+	return runner{
+		what:  "command " + strings.Join(cfg.Command, " "),
+		queue: prog.Queue,
+		fetch: prog.Fetch(h),
+		// Halted events return before their programs are reaped: wait for every process
+		// group to be gone, so no program outlives the server.
+		close: sync.OnceValue(func() error { prog.Wait(); return srv.Close() }),
+	}, nil
+}

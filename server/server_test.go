@@ -1,0 +1,274 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/jetstream"
+	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/server"
+)
+
+// syncLog is a log a test reads while the server writes it.
+type syncLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// A server built in code, on the memory platform and on the embedded engine: an HTTP request
+// to the fetch listener is a fetch event that sends, the message is a queue event, and both
+// are reported and logged.
+func TestServerInCode(t *testing.T) {
+	for name, pc := range map[string]platform.Config{
+		"memory":   &memory.Config{},
+		"embedded": &jetstream.Config{DataDir: t.TempDir()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := make(chan string, 1)
+			reports := make(chan host.Report, 100)
+			log := &syncLog{}
+			srv, err := server.New(server.Config{
+				Permissions: host.Permissions{Queue: []string{"TASKS"}},
+				Bindings:    map[string]string{"TASKS": "tasks"},
+				Consumers:   []host.ConsumerConfig{{Queue: "tasks", MaxBatchSize: 10, MaxConcurrency: 1}},
+				Program: &server.Program{
+					Queue: func(ev *host.Event) error {
+						b, err := duilie.ReadBatch(ev)
+						got <- b
+						return err
+					},
+					Fetch: func(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+						body, _ := io.ReadAll(r.Body)
+						if err := duilie.Send(ev, "TASKS", string(body), 0); err != nil {
+							http.Error(w, err.Error(), http.StatusBadRequest)
+							return nil
+						}
+						w.WriteHeader(http.StatusAccepted)
+						return nil
+					},
+				},
+				Listen:    "127.0.0.1:0",
+				Platform:  pc,
+				Logger:    slog.New(slog.NewTextHandler(log, nil)),
+				Observers: []host.Observer{func(r host.Report) { reports <- r }},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Shutdown(context.Background())
+			if srv.Platform() == nil || srv.FetchAddr() == "" {
+				t.Fatal("no platform or fetch listener after Start")
+			}
+			resp, err := http.Post("http://"+srv.FetchAddr()+"/", "application/json", strings.NewReader(`{ "url" : "/a" }`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			select {
+			case b := <-got:
+				if !strings.HasPrefix(b, `{"queue":"tasks","messages":[{"id":"`) || !strings.HasSuffix(b, `"body":{"url":"/a"}}]}`) {
+					t.Errorf("batch %s", b)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the message was not consumed")
+			}
+			kinds := map[string]*host.EventReport{}
+			for len(kinds) < 2 {
+				select {
+				case r := <-reports:
+					if er, ok := r.(*host.EventReport); ok {
+						kinds[string(er.Kind)] = er
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("reports: %v", kinds)
+				}
+			}
+			if f := kinds["fetch"]; f.Status != http.StatusAccepted || f.Outcome != host.OK || f.Method != "POST" {
+				t.Errorf("fetch report %+v", f)
+			}
+			if q := kinds["queue"]; q.Queue != "tasks" || q.Batch != 1 || q.Outcome != host.OK || q.Messages[0].Action.Kind != platform.Done {
+				t.Errorf("queue report %+v", q)
+			}
+			if err := srv.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			text := log.String()
+			for _, want := range []string{`msg="platform open"`, `msg="fetch event"`, `status=202 outcome=ok`,
+				`msg="queue event"`, `queue=tasks batch=1 outcome=ok`, `msg=stopped`} {
+				if !strings.Contains(text, want) {
+					t.Errorf("no %s in the log:\n%s", want, text)
+				}
+			}
+		})
+	}
+}
+
+// Do runs code as a fetch event (sends from outside an HTTP request); Handler mounts a fetch
+// handler in the service's own mux.
+func TestDoAndHandler(t *testing.T) {
+	srv, err := server.New(server.Config{
+		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+		Bindings:    map[string]string{"TASKS": "tasks"},
+		Platform:    &memory.Config{},
+		Logger:      slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(ev *host.Event) error { return duilie.Send(ev, "TASKS", `1`, 0) }
+	if err := srv.Do(context.Background(), send); !errors.Is(err, server.ErrNotStarted) {
+		t.Errorf("Do before Start: %v", err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	if err := srv.Do(context.Background(), send); err != nil {
+		t.Fatal(err)
+	}
+	var ab *duilie.Abort
+	if err := srv.Do(context.Background(), func(ev *host.Event) error { return duilie.Send(ev, "NOPE", `1`, 0) }); !errors.As(err, &ab) {
+		t.Errorf("an unpermitted binding: %v", err)
+	}
+	stats, err := srv.Platform().(platform.Stater).Stats(context.Background())
+	if err != nil || len(stats) != 1 || stats[0].Ready != 1 {
+		t.Errorf("stats %+v %v", stats, err)
+	}
+}
+
+// A configuration made in Go is checked as a file is, with the same messages.
+func TestNewChecks(t *testing.T) {
+	_, err := server.New(server.Config{
+		Consumers: []host.ConsumerConfig{{Queue: "q", MaxBatchSize: 0, MaxConcurrency: 1}, host.DefaultConsumerConfig("q")},
+		TimeLimit: time.Hour,
+		Listen:    "nowhere",
+		Platform:  &jetstream.Config{Replicas: 2},
+		Program:   &server.Program{},
+	})
+	var ce *server.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v", err)
+	}
+	want := []string{
+		"queues.consumers[0].max_batch_size = 0: must be 1–100",
+		"queues.consumers[1].queue = \"q\": has a consumer already; a queue has one consumer",
+		"app.listen = \"nowhere\": must be a host:port to listen on for fetch events, like \"127.0.0.1:8787\"",
+		"app.time_limit_ms = 3600000: must be 1–900000 (milliseconds)",
+		"platform.replicas = 2: must be 1, 3 or 5",
+		"queues.consumers: this program has no queue handler (Program.Queue) to run their batches",
+		"app.listen: this program has no fetch handler (Program.Fetch) to run HTTP requests",
+	}
+	if got := strings.Join(ce.Mistakes, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("mistakes:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+}
+
+// broken is a platform configuration whose consumers fail permanently.
+type broken struct{ memory.Config }
+
+func (b *broken) Open(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
+	p, err := b.Config.Open(ctx, o)
+	return &brokenPlatform{p}, err
+}
+
+type brokenPlatform struct{ platform.Platform }
+
+func (brokenPlatform) Consume(ctx context.Context, name string, o platform.ConsumerOptions) (platform.Consumer, error) {
+	return nil, platform.Permanent(errors.New("credentials refused (10106)"))
+}
+
+// When every consumer has stopped for good, Run ends with an error naming them.
+func TestNoConsumerLeft(t *testing.T) {
+	log := &syncLog{}
+	srv, err := server.New(server.Config{
+		Consumers: []host.ConsumerConfig{host.DefaultConsumerConfig("a"), host.DefaultConsumerConfig("b")},
+		Program:   &server.Program{Queue: func(*host.Event) error { return nil }},
+		Platform:  &broken{},
+		Logger:    slog.New(slog.NewTextHandler(log, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- srv.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no consumer is left") || !strings.Contains(err.Error(), "consume a:") ||
+			!strings.Contains(err.Error(), "consume b:") || !platform.IsPermanent(err) {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run went on with no consumer")
+	}
+	if !strings.Contains(log.String(), `level=ERROR msg="every consumer has stopped; shutting down"`) {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// A message whose retries ran out before it could be delivered (a crash redelivered it once
+// too often) has a log line: it is dead-lettered without any event.
+func TestExhaustedLogLine(t *testing.T) {
+	log := &syncLog{}
+	cc := host.DefaultConsumerConfig("q")
+	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 0, "dead", 0
+	settled := make(chan struct{}, 1)
+	srv, err := server.New(server.Config{
+		Consumers: []host.ConsumerConfig{cc},
+		Program:   &server.Program{Queue: func(*host.Event) error { return nil }},
+		Platform:  &memory.Config{},
+		Logger:    slog.New(slog.NewTextHandler(log, nil)),
+		Observers: []host.Observer{func(r host.Report) {
+			if _, ok := r.(*host.SettleReport); ok {
+				settled <- struct{}{}
+			}
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	srv.Platform().(*memory.Platform).Put("q", platform.Message{ID: "x", Attempts: 2, Body: []byte("1"), ContentType: platform.JSON})
+	select {
+	case <-settled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not settled")
+	}
+	srv.Shutdown(context.Background())
+	want := `level=WARN msg="retries exhausted before delivery: dead-lettered or dropped undelivered" queue=q messages=1 dead=1 dropped=0`
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("no line %s in:\n%s", want, log.String())
+	}
+}
