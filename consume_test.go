@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/duilietest"
 	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
@@ -62,13 +65,13 @@ func TestReadBatchShape(t *testing.T) {
 	msgs := []platform.Message{
 		{ID: "a", Timestamp: 1, Attempts: 1, Body: []byte(`{"z":1,"a":2,"1":3}`), ContentType: platform.JSON},
 		{ID: "b", Timestamp: 1700000000123, Attempts: 7, Body: []byte(" [1E2, -0, \"\\u2028\"] "), ContentType: platform.JSON},
-		{ID: "c", Timestamp: 9007199254740991, Attempts: 100, Body: []byte("plain \"text\"\n"), ContentType: platform.Text},
+		{ID: "c", Timestamp: 9007199254740991, Attempts: 100, Body: []byte("plain \"text\"\n\u2028 文字"), ContentType: platform.Text},
 	}
 	text, err := readBatch(t, "page-render", msgs)
 	want := `{"queue":"page-render","messages":[` +
 		`{"id":"a","attempts":1,"timestamp":1,"body":{"1":3,"z":1,"a":2}},` +
 		`{"id":"b","attempts":7,"timestamp":1700000000123,"body":[100,0,"` + "\u2028" + `"]},` +
-		`{"id":"c","attempts":100,"timestamp":9007199254740991,"body":"plain \"text\"\n"}]}`
+		`{"id":"c","attempts":100,"timestamp":9007199254740991,"body":"plain \"text\"\n` + "\u2028" + ` 文字"}]}`
 	if err != nil || text != want {
 		t.Fatalf("got  %s (%v)\nwant %s", text, err, want)
 	}
@@ -234,57 +237,56 @@ func TestReadBatchOf(t *testing.T) {
 	}
 }
 
+// SPEC §6 and §12 row 11: an index outside the batch (checked first) and a retry delay outside
+// 0–43200 are catchable exceptions, and the platform gets no call for them; calls in range are
+// recorded, the first one on a message winning.
 func TestAckRetryBounds(t *testing.T) {
-	msgs := []platform.Message{jsonMsg("a", "1"), jsonMsg("b", "2")}
-	runBatch(t, "q", msgs, func(ev *host.Event) error {
-		for _, tc := range []struct {
-			err  error
-			want string
-		}{
-			{duilie.Ack(ev, 2), "队列消息序号越界"},
-			{duilie.Ack(ev, -1), "队列消息序号越界"},
-			{duilie.Retry(ev, 2, 0), "队列消息序号越界"},
-			{duilie.Retry(ev, 2, 99999), "队列消息序号越界"},
-			{duilie.Retry(ev, 0, -1), "延迟秒数须在 0 至 43200 之间"},
-			{duilie.Retry(ev, 0, 43201), "延迟秒数须在 0 至 43200 之间"},
-			{duilie.Ack(ev, 1), ""},
-			{duilie.Retry(ev, 0, 43200), ""},
-			{duilie.Ack(ev, 1), ""}, // repeated calls are not errors; the first one counts
-		} {
-			var ex *duilie.Exception
-			if tc.want == "" && tc.err != nil || tc.want != "" && (!errors.As(tc.err, &ex) || ex.Message != tc.want) {
-				t.Errorf("got %v, want %q", tc.err, tc.want)
-			}
+	var errs []error
+	res := duilietest.RunQueue(func(ev *duilie.Event) error {
+		errs = []error{
+			duilie.Ack(ev, 3), duilie.Ack(ev, -1),
+			duilie.Retry(ev, 3, 0), duilie.Retry(ev, -1, 5), duilie.Retry(ev, 3, 99999),
+			duilie.Retry(ev, 0, -1), duilie.Retry(ev, 0, 43201),
+			duilie.Ack(ev, 1), duilie.Retry(ev, 2, 43200),
+			duilie.Ack(ev, 1), duilie.Retry(ev, 1, 5), // repeated calls are no errors; the first counts
 		}
 		return nil
-	})
+	}, duilietest.Config{}, duilietest.Message{Body: "0"}, duilietest.Message{Body: "1"}, duilietest.Message{Body: "2"})
+	for i, want := range []string{"队列消息序号越界", "队列消息序号越界", "队列消息序号越界", "队列消息序号越界", "队列消息序号越界",
+		"延迟秒数须在 0 至 43200 之间", "延迟秒数须在 0 至 43200 之间", "", "", "", ""} {
+		if want == "" {
+			if errs[i] != nil {
+				t.Errorf("call %d: %v", i, errs[i])
+			}
+			continue
+		}
+		wantException(t, errs[i], want)
+	}
+	if res.Outcome != host.OK || fmt.Sprint(res.Acks) != "[1]" || fmt.Sprint(res.Retries) != "[{2 43200}]" {
+		t.Fatalf("outcome %s, acks %v, retries %v", res.Outcome, res.Acks, res.Retries)
+	}
+	if c := res.Messages[0].Call; c.Kind != platform.NoCall {
+		t.Errorf("message 0, whose calls were all refused, has the call %+v", c)
+	}
 }
 
-// A message a Go value encodes to is checked and normalized like any body.
-func TestSendValue(t *testing.T) {
-	p := memory.New(memory.Options{Record: true})
-	h, _ := host.New(host.Config{Platform: p, Permissions: host.Permissions{Queue: []string{"B"}}, Bindings: map[string]string{"B": "q"}})
+// SPEC §12 row 13: the consumer functions in a plain HTTP request are the catchable
+// 当前事件不是队列事件, and the event goes on.
+func TestConsumerFunctionsInFetch(t *testing.T) {
+	var kind duilie.Kind
 	var errs []error
-	h.Run(context.Background(), func(ev *host.Event) error {
-		errs = append(errs,
-			duilie.SendValue(ev, "B", map[string]any{"b": "<&>\u2028", "a": 1.0, "1": nil}, 5),
-			duilie.SendValue(ev, "B", map[string]any{"$句柄": 1}, 0),
-			duilie.SendValue(ev, "B", make(chan int), 0),
-		)
+	resp, res := duilietest.RunFetch(func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
+		kind = ev.Kind()
+		_, err := duilie.ReadBatch(ev)
+		_, typed := duilie.ReadBatchOf[any](ev)
+		errs = append(errs, err, typed, duilie.Ack(ev, 0), duilie.Retry(ev, 0, 0))
+		w.WriteHeader(http.StatusNoContent)
 		return nil
-	})
-	if errs[0] != nil {
-		t.Fatal(errs[0])
+	}, duilietest.Config{}, httptest.NewRequest("GET", "/", nil))
+	if kind != duilie.FetchEvent || resp.StatusCode != http.StatusNoContent || res.Outcome != host.OK {
+		t.Fatalf("kind %q, status %d, outcome %s (%v)", kind, resp.StatusCode, res.Outcome, res.Err)
 	}
-	var ex *duilie.Exception
-	if !errors.As(errs[1], &ex) || ex.Message != "消息体含有不属于 JSON 的值或宿主专用记号" {
-		t.Errorf("marker value: %v", errs[1])
-	}
-	if errs[2] == nil || errors.As(errs[2], &ex) {
-		t.Errorf("unencodable value: %v", errs[2])
-	}
-	calls := p.Calls()
-	if len(calls) != 1 || calls[0].String() != `send({"1":null,"a":1,"b":"<&>`+"\u2028"+`"}, {"contentType":"json","delaySeconds":5})` {
-		t.Errorf("calls %v", calls)
+	for _, err := range errs {
+		wantException(t, err, "当前事件不是队列事件")
 	}
 }

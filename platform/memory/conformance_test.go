@@ -25,10 +25,6 @@ func (harness) Calls(p platform.Platform) []string {
 	return out
 }
 
-func (harness) RejectSends(p platform.Platform, queue, message string) {
-	p.(*memory.Platform).RejectSends(queue, message)
-}
-
 func (harness) Inject(p platform.Platform, queue string, msgs ...platform.Message) {
 	for i := range msgs {
 		msgs[i].ID, msgs[i].Timestamp = platform.NewMessageID(), 1700000000000

@@ -32,22 +32,12 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	}{
 		{"Row01SendSameValue", testRow01SendSameValue},
 		{"Row02DelayBounds", testRow02DelayBounds},
-		{"Row03MarkersAndInvalid", testRow03MarkersAndInvalid},
 		{"Row04BodySize", testRow04BodySize},
 		{"Row05BatchCounts", testRow05BatchCounts},
-		{"Row06BatchItemShape", testRow06BatchItemShape},
 		{"Row07BodiesRestored", testRow07BodiesRestored},
-		{"Row08PlatformRejects", testRow08PlatformRejects},
 		{"Row09ReadBatchOfThree", testRow09ReadBatchOfThree},
 		{"Row10AckRetryLeave", testRow10AckRetryLeave},
-		{"Row11IndexAndDelayBounds", testRow11IndexAndDelayBounds},
 		{"Row12UncaughtFailure", testRow12UncaughtFailure},
-		{"Row13ConsumerFunctionsInFetch", testRow13ConsumerFunctionsInFetch},
-		{"SendCheckOrder", testSendCheckOrder},
-		{"BatchCheckOrder", testBatchCheckOrder},
-		{"BindingAborts", testBindingAborts},
-		{"AbortFailsQueueEvent", testAbortFailsQueueEvent},
-		{"TimeLimit", testTimeLimit},
 		{"ForeignBodies", testForeignBodies},
 		{"AckFinalWhenEventFails", testAckFinalWhenEventFails},
 		{"FirstCallWins", testFirstCallWins},
@@ -90,14 +80,10 @@ func testRow01SendSameValue(t *testing.T, hn Harness) {
 	}
 }
 
-// Row 2: delays 30 and 43200 reach the platform; -1 and 43201 are exceptions with no call.
+// Row 2: delays 30 and 43200 reach the platform and hold the messages back. (The refused
+// delays, -1 and 43201, are the interface's: TestConformanceRowsRefused in package duilie.)
 func testRow02DelayBounds(t *testing.T, hn Harness) {
 	e := newEnv(t, hn)
-	for _, d := range []int{-1, 43201} {
-		wantException(t, e.send(`1`, d), "延迟秒数须在 0 至 43200 之间")
-	}
-	e.wantCalls()
-	e.wantEmpty()
 	for _, d := range []int{30, 43200} {
 		if err := e.send(`1`, d); err != nil {
 			t.Fatalf("delay %d: %v", d, err)
@@ -111,38 +97,13 @@ func testRow02DelayBounds(t *testing.T, hn Harness) {
 	e.consume(config(queueName), nil).none(300 * time.Millisecond)
 }
 
-// Row 3: host markers (raw or escaped), a non-finite number and broken JSON are exceptions.
-func testRow03MarkersAndInvalid(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	for body, msg := range map[string]string{
-		`{"$句柄":"1"}`:          "消息体含有不属于 JSON 的值或宿主专用记号",
-		`{"\u0024句柄":"1"}`:     "消息体含有不属于 JSON 的值或宿主专用记号",
-		`1e999`:                "消息体含有不属于 JSON 的值或宿主专用记号",
-		`{`:                    "消息体不是有效的 JSON 文字",
-		`{"$未定义":null}`:        "消息体含有不属于 JSON 的值或宿主专用记号",
-		`[{"a":{"$大整数":"1"}}]`: "消息体含有不属于 JSON 的值或宿主专用记号",
-		`{"x":1,"$数字":"NaN"}`:  "消息体含有不属于 JSON 的值或宿主专用记号",
-		`[-1e400]`:             "消息体含有不属于 JSON 的值或宿主专用记号",
-	} {
-		wantException(t, e.send(body, 0), msg)
-	}
-	e.wantCalls()
-	e.wantEmpty()
-	// Look-alikes are ordinary JSON.
-	e.mustSend(`{"$":1,"$x":2,"$ 句柄":3,"s":"{\"$句柄\":1}"}`)
-	m := e.consume(config(queueName), nil).next(10 * time.Second).batch.Messages[0]
-	if want := `{"$":1,"$x":2,"$ 句柄":3,"s":"{\"$句柄\":1}"}`; string(m.Body) != want {
-		t.Errorf("body %s, want %s", m.Body, want)
-	}
-}
-
-// Row 4: a body of exactly 128000 bytes is sent; one byte more is an exception.
+// Row 4: a body of exactly 128000 bytes is stored and delivered whole. (One byte more is the
+// interface's exception.)
 func testRow04BodySize(t *testing.T, hn Harness) {
 	e := newEnv(t, hn)
 	exact := `"` + strings.Repeat("a", 127998) + `"`
-	wantException(t, e.send(exact+" ", 0), "消息体超过 128000 字节")
-	e.wantCalls()
 	e.mustSend(exact)
+	e.wantCalls(`send(` + exact + `, {"contentType":"json"})`)
 	m := e.consume(config(queueName), nil).next(10 * time.Second).batch.Messages[0]
 	if string(m.Body) != exact {
 		t.Errorf("128000-byte body came back as %d bytes", len(m.Body))
@@ -158,13 +119,10 @@ func items(n int) string {
 	return "[" + strings.Join(parts, ",") + "]"
 }
 
-// Row 5: batches of 1 and 100 items are sent; 0 and 101 are exceptions, nothing sent.
+// Row 5: batches of 1 and 100 items are stored and delivered. (0 and 101 items are the
+// interface's exceptions.)
 func testRow05BatchCounts(t *testing.T, hn Harness) {
 	e := newEnv(t, hn)
-	wantException(t, e.sendBatch(items(0)), "批量消息不得为空")
-	wantException(t, e.sendBatch(items(101)), "批量消息不得超过 100 条")
-	e.wantCalls()
-	e.wantEmpty()
 	for _, n := range []int{1, 100} {
 		if err := e.sendBatch(items(n)); err != nil {
 			t.Fatalf("batch of %d: %v", n, err)
@@ -183,16 +141,6 @@ func testRow05BatchCounts(t *testing.T, hn Harness) {
 	if counts["0"] != 2 || counts["99"] != 1 || len(counts) != 100 {
 		t.Errorf("delivered bodies %v", counts)
 	}
-}
-
-// Row 6: an item with contentType, without body, or with delaySeconds 1.5 is an exception.
-func testRow06BatchItemShape(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	wantException(t, e.sendBatch(`[{"body":1},{"body":2,"contentType":"json"}]`), "批量消息项只允许 body 与 delaySeconds 两个字段")
-	wantException(t, e.sendBatch(`[{"body":1},{"delaySeconds":1}]`), "批量消息项缺少 body")
-	wantException(t, e.sendBatch(`[{"body":1,"delaySeconds":1.5}]`), "批量消息项的 delaySeconds 须为 0 至 43200 的整数")
-	e.wantCalls()
-	e.wantEmpty()
 }
 
 // Row 7: bodies that look like batch syntax come back byte for byte, never split.
@@ -228,22 +176,6 @@ func testRow07BodiesRestored(t *testing.T, hn Harness) {
 		if string(m.Body) != want[i] {
 			t.Errorf("body %d: got %s, want %s", i, m.Body, want[i])
 		}
-	}
-}
-
-// Row 8: a platform refusing with "Queue is full" gives 队列发送失败：Queue is full.
-func testRow08PlatformRejects(t *testing.T, hn Harness) {
-	r, ok := hn.(Rejecter)
-	if !ok {
-		t.Skip("this harness cannot make its platform refuse sends")
-	}
-	e := newEnv(t, hn)
-	r.RejectSends(e.p, queueName, "Queue is full")
-	wantException(t, e.send(`1`, 0), "队列发送失败：Queue is full")
-	wantException(t, e.sendBatch(`[{"body":1}]`), "队列批量发送失败：Queue is full")
-	for _, msg := range []string{"", "引号\"与\n换行", "  spaces  "} {
-		r.RejectSends(e.p, queueName, msg)
-		wantException(t, e.send(`1`, 0), "队列发送失败："+msg)
 	}
 }
 
@@ -349,30 +281,6 @@ func (e *env) eventuallyCalls(want ...string) {
 	})
 }
 
-// Row 11: ack index = count or -1 and retry delays -1 or 43201 are exceptions, with no call.
-func testRow11IndexAndDelayBounds(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	e.mustSend(`"only"`)
-	errs := make(chan []error, 1)
-	c := e.consume(config(queueName), func(ev *host.Event, b batchText) error {
-		errs <- []error{
-			duilie.Ack(ev, 1), duilie.Ack(ev, -1),
-			duilie.Retry(ev, 1, 0), duilie.Retry(ev, -1, 5),
-			duilie.Retry(ev, 0, -1), duilie.Retry(ev, 0, 43201),
-			duilie.Retry(ev, 5, -1), // the index is checked first
-		}
-		return nil
-	})
-	c.next(10 * time.Second)
-	got := <-errs
-	for i, msg := range []string{"队列消息序号越界", "队列消息序号越界", "队列消息序号越界", "队列消息序号越界",
-		"延迟秒数须在 0 至 43200 之间", "延迟秒数须在 0 至 43200 之间", "队列消息序号越界"} {
-		wantException(t, got[i], msg)
-	}
-	e.eventuallyCalls(`send("only", {"contentType":"json"})`)
-	c.none(300 * time.Millisecond) // the message succeeded: the event ended normally
-}
-
 // Row 12: an uncaught failure is handed to the platform, and the batch comes back with
 // attempts + 1.
 func testRow12UncaughtFailure(t *testing.T, hn Harness) {
@@ -412,200 +320,9 @@ func testRow12UncaughtFailure(t *testing.T, hn Harness) {
 	}
 }
 
-// Row 13: consumer functions in a fetch event are the catchable 当前事件不是队列事件.
-func testRow13ConsumerFunctionsInFetch(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	var errs []error
-	err := e.produce(func(ev *host.Event) error {
-		if ev.Kind() != host.FetchEvent {
-			t.Errorf("kind %q", ev.Kind())
-		}
-		_, err := duilie.ReadBatch(ev)
-		errs = append(errs, err, duilie.Ack(ev, 0), duilie.Retry(ev, 0, 0))
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("the fetch event failed: %v", err)
-	}
-	for _, err := range errs {
-		wantException(t, err, "当前事件不是队列事件")
-	}
-}
-
 // nested returns a body nested n levels deep around inner.
 func nested(n int, inner string) string {
 	return strings.Repeat("[", n) + inner + strings.Repeat("]", n)
-}
-
-// The checks of SPEC §3 run in order, the first failure wins, and nothing reaches the platform.
-func testSendCheckOrder(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	big := `"` + strings.Repeat("x", 128000) + `"`
-	grows := "[" + strings.TrimSuffix(strings.Repeat("1e21,", 25000), ",") + "]" // 125001 bytes in, 150001 out
-	cases := []struct {
-		name, binding, body string
-		delay               int
-		want                string
-		abort               bool
-	}{
-		{"empty binding first", "", "{", -1, "队列绑定名不得为空", false},
-		{"delay before size", binding, big, 43201, "延迟秒数须在 0 至 43200 之间", false},
-		{"size before syntax", binding, big[:128001] + "{", 0, "消息体超过 128000 字节", false},
-		{"syntax", binding, `{"a":}`, 0, "消息体不是有效的 JSON 文字", false},
-		{"bom", binding, "\ufeff1", 0, "消息体不是有效的 JSON 文字", false},
-		{"invalid utf-8", binding, "\"\xff\"", 0, "消息体不是有效的 JSON 文字", false},
-		{"nesting over 32 before marker", binding, nested(33, `{"$句柄":1}`), 0, "消息体嵌套超过 24 层", false},
-		{"marker before nesting over 24", binding, nested(25, `{"$句柄":1}`), 0, "消息体含有不属于 JSON 的值或宿主专用记号", false},
-		{"nesting 25", binding, nested(25, "1"), 0, "消息体嵌套超过 24 层", false},
-		{"normalized size", binding, grows, 0, "消息体超过 128000 字节", false},
-		{"checks before a forbidden binding", forbidden, "{", 0, "消息体不是有效的 JSON 文字", false},
-		{"checks before an unbound binding", unbound, nested(25, "1"), 0, "消息体嵌套超过 24 层", false},
-		{"forbidden binding", forbidden, "1", 0, "未授权的QUEUE绑定：SECRET", true},
-		{"unbound binding", unbound, "1", 0, "绑定不存在：GHOST", true},
-	}
-	for _, c := range cases {
-		var err error
-		_ = e.produce(func(ev *host.Event) error { err = duilie.Send(ev, c.binding, c.body, c.delay); return nil })
-		if c.abort {
-			wantAbort(t, err, c.want)
-		} else {
-			wantException(t, err, c.want)
-		}
-	}
-	e.wantCalls()
-	e.wantEmpty()
-	// Nesting and markers are judged on the parsed value: overwritten members are gone.
-	e.mustSend(`{"a":1e999,"a":1}`, `{"a":`+nested(40, "0")+`,"a":1}`, nested(24, "1"))
-	ms := e.consume(config(queueName), nil).messages(3, 10*time.Second)
-	for i, want := range []string{`{"a":1}`, `{"a":1}`, nested(24, "1")} {
-		if string(ms[i].Body) != want {
-			t.Errorf("body %d: %s, want %s", i, ms[i].Body, want)
-		}
-	}
-}
-
-// The checks of SPEC §4 run in order, the first failure wins, and nothing is sent.
-func testBatchCheckOrder(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	item := func(body string) string { return `{"body":` + body + `}` }
-	arr := func(items ...string) string { return "[" + strings.Join(items, ",") + "]" }
-	s100k := `"` + strings.Repeat("y", 99998) + `"`
-	s128k := `"` + strings.Repeat("z", 127999) + `"` // 128001 bytes
-	cases := []struct{ name, binding, text, want string }{
-		{"empty binding", "", "{", "队列绑定名不得为空"},
-		{"size", binding, arr(item(`"` + strings.Repeat("w", 1048576) + `"`)), "批量消息文字超过 1 MiB"},
-		{"syntax", binding, `[{"body":1},]`, "批量消息不是有效的 JSON 文字"},
-		{"nesting over 32", binding, arr(item(nested(31, `{"$句柄":1}`))), "批量消息嵌套超过 24 层"},
-		{"marker", binding, arr(item(`{"\u0024数字":"1"}`)), "批量消息含有不属于 JSON 的值或宿主专用记号"},
-		{"marker outside a body", binding, `[{"body":1,"$句柄":1}]`, "批量消息含有不属于 JSON 的值或宿主专用记号"},
-		{"body nesting 25", binding, arr(item(nested(25, "1"))), "批量消息嵌套超过 24 层"},
-		{"not an array", binding, item("1"), "批量消息须为 JSON 数组"},
-		{"empty", binding, `[]`, "批量消息不得为空"},
-		{"count before items", binding, "[" + strings.TrimSuffix(strings.Repeat("1,", 101), ",") + "]", "批量消息不得超过 100 条"},
-		{"not an object", binding, arr(item("1"), "[1]"), "批量消息的每一项须为 JSON 对象"},
-		{"no body", binding, arr(`{"Body":1}`), "批量消息项缺少 body"},
-		{"no body before stray key", binding, arr(`{"contentType":"json"}`), "批量消息项缺少 body"},
-		{"stray key before delay", binding, arr(`{"delaySeconds":1.5,"body":1,"x":1}`), "批量消息项只允许 body 与 delaySeconds 两个字段"},
-		{"delay before body size", binding, arr(`{"body":` + s128k + `,"delaySeconds":-1}`), "批量消息项的 delaySeconds 须为 0 至 43200 的整数"},
-		{"items in order", binding, arr(item("1"), `{"body":1,"delaySeconds":"5"}`, "2"), "批量消息项的 delaySeconds 须为 0 至 43200 的整数"},
-		{"body size", binding, arr(item(s128k)), "批量消息体超过 128000 字节"},
-		{"sum", binding, arr(item(s100k), item(s100k), item(s100k)), "批量消息体合计超过 256000 字节"},
-		{"checks before a forbidden binding", forbidden, `[]`, "批量消息不得为空"},
-	}
-	for _, d := range []string{"1.5", `"5"`, "null", "true", "[5]", "-1", "43201", "1e21", "{}"} {
-		cases = append(cases, struct{ name, binding, text, want string }{"delay " + d, binding, arr(`{"body":1,"delaySeconds":` + d + `}`), "批量消息项的 delaySeconds 须为 0 至 43200 的整数"})
-	}
-	for _, c := range cases {
-		var err error
-		_ = e.produce(func(ev *host.Event) error { err = duilie.SendBatch(ev, c.binding, c.text); return nil })
-		wantException(t, err, c.want)
-	}
-	var err error
-	_ = e.produce(func(ev *host.Event) error { err = duilie.SendBatch(ev, forbidden, arr(item("1"))); return nil })
-	wantAbort(t, err, "未授权的QUEUE绑定：SECRET")
-	_ = e.produce(func(ev *host.Event) error { err = duilie.SendBatch(ev, unbound, arr(item("1"))); return nil })
-	wantAbort(t, err, "绑定不存在：GHOST")
-	e.wantCalls()
-	e.wantEmpty()
-
-	// Accepted: 1e1 is 10, -0 is 0, a delay of 0 is no delay, bodies keep their order.
-	if err := e.sendBatch(`[{"delaySeconds":0,"body":"a"},{"body":"b","delaySeconds":-0},{"body":"c","delaySeconds":1e1},{"body":` + nested(24, "1") + `}]`); err != nil {
-		t.Fatal(err)
-	}
-	e.wantCalls(`sendBatch([{"body":"a","contentType":"json"},{"body":"b","contentType":"json"},{"body":"c","contentType":"json","delaySeconds":10},{"body":` + nested(24, "1") + `,"contentType":"json"}])`)
-}
-
-// Unpermitted and unconfigured bindings abort; the event then fails whatever the program
-// returns, and every later call returns the same abort.
-func testBindingAborts(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	var later []error
-	failure := e.produce(func(ev *host.Event) error {
-		first := duilie.Send(ev, forbidden, "1", 0)
-		_, readErr := duilie.ReadBatch(ev)
-		later = append(later, first, duilie.Send(ev, binding, "1", 0), duilie.SendBatch(ev, binding, `[{"body":1}]`), readErr, duilie.Ack(ev, 0))
-		return nil // the program swallows the abort: the event fails all the same
-	})
-	wantAbort(t, failure, "未授权的QUEUE绑定：SECRET")
-	for _, err := range later {
-		wantAbort(t, err, "未授权的QUEUE绑定：SECRET")
-	}
-	failure = e.produce(func(ev *host.Event) error { return duilie.Send(ev, unbound, "1", 0) })
-	wantAbort(t, failure, "绑定不存在：GHOST")
-	e.wantCalls()
-	e.wantEmpty()
-}
-
-// An abort in a queue event fails it: its unacked messages come back.
-func testAbortFailsQueueEvent(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	if err := e.sendBatch(`[{"body":"acked"},{"body":"left"}]`); err != nil {
-		t.Fatal(err)
-	}
-	cc := batched(2)
-	c := e.consume(cc, func(ev *host.Event, b batchText) error {
-		if b.Messages[0].Attempts > 1 {
-			return nil
-		}
-		_ = duilie.Ack(ev, 0)
-		_ = duilie.Send(ev, forbidden, "1", 0)
-		return nil
-	})
-	first := c.next(10 * time.Second)
-	again := c.next(10 * time.Second)
-	if len(again.batch.Messages) != 1 || again.batch.Messages[0].ID != first.batch.Messages[1].ID || again.batch.Messages[0].Attempts != 2 {
-		t.Fatalf("after the abort got %+v, want only the unacked message with attempts 2", again.batch)
-	}
-}
-
-// Past the time limit an event is aborted with 执行超过时限 and fails; later calls return the
-// abort.
-func testTimeLimit(t *testing.T, hn Harness) {
-	e := newEnv(t, hn, withTimeLimit(300*time.Millisecond))
-	e.mustSend(`"slow"`)
-	late := make(chan error, 1)
-	c := e.consume(config(queueName), func(ev *host.Event, b batchText) error {
-		if b.Messages[0].Attempts == 1 {
-			<-ev.Context().Done()
-			time.Sleep(50 * time.Millisecond)
-			late <- duilie.Ack(ev, 0)
-		}
-		return nil
-	})
-	// The first handler outlives its event, so the redelivery may be reported before it.
-	first, again := c.next(10*time.Second), c.next(10*time.Second)
-	if first.batch.Messages[0].Attempts > again.batch.Messages[0].Attempts {
-		first, again = again, first
-	}
-	wantAbort(t, <-late, "执行超过时限")
-	if again.batch.Messages[0].ID != first.batch.Messages[0].ID || again.batch.Messages[0].Attempts != 2 {
-		t.Fatalf("after the time limit got %+v", again.batch)
-	}
-	if d := again.at.Sub(first.at); d < 300*time.Millisecond {
-		t.Errorf("redelivered %v after the first delivery, before the time limit", d)
-	}
-	failure := e.produce(func(ev *host.Event) error { <-ev.Context().Done(); return nil })
-	wantAbort(t, failure, "执行超过时限")
 }
 
 // Bodies written by foreign producers that are not JSON values are reported at the first bad

@@ -17,12 +17,9 @@ import (
 
 // The deployment every test runs in.
 const (
-	binding    = "TASKS"       // permitted and configured
-	queueName  = "conf-tasks"  // its queue
-	dlqName    = "conf-dead"   // the dead-letter queue of tests that need one
-	forbidden  = "SECRET"      // configured, not permitted
-	unbound    = "GHOST"       // permitted, not configured
-	otherQueue = "conf-secret" // the queue SECRET would reach
+	binding   = "TASKS"      // permitted and configured
+	queueName = "conf-tasks" // its queue
+	dlqName   = "conf-dead"  // the dead-letter queue of tests that need one
 )
 
 // env is one test's platform and host.
@@ -34,11 +31,7 @@ type env struct {
 	hn  Harness
 }
 
-type envOption func(*host.Config)
-
-func withTimeLimit(d time.Duration) envOption { return func(c *host.Config) { c.TimeLimit = d } }
-
-func newEnv(t *testing.T, hn Harness, opts ...envOption) *env {
+func newEnv(t *testing.T, hn Harness) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -49,12 +42,9 @@ func newEnv(t *testing.T, hn Harness, opts ...envOption) *env {
 	t.Cleanup(func() { _ = p.Close() })
 	cfg := host.Config{
 		Platform:    p,
-		Permissions: host.Permissions{Queue: []string{binding, unbound}},
-		Bindings:    map[string]string{binding: queueName, forbidden: otherQueue},
+		Permissions: host.Permissions{Queue: []string{binding}},
+		Bindings:    map[string]string{binding: queueName},
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	for _, o := range opts {
-		o(&cfg)
 	}
 	h, err := host.New(cfg)
 	if err != nil {
@@ -235,32 +225,6 @@ func batched(n int) host.ConsumerConfig {
 	cc := config(queueName)
 	cc.MaxBatchSize, cc.MaxBatchTimeout = n, time.Second
 	return cc
-}
-
-// wantException asserts err is an *Exception with exactly msg.
-func wantException(t *testing.T, err error, msg string) {
-	t.Helper()
-	var ex *duilie.Exception
-	if !errors.As(err, &ex) || ex.Message != msg {
-		t.Fatalf("got error %#v (%v), want exception %q", err, err, msg)
-	}
-	var ab *duilie.Abort
-	if errors.As(err, &ab) {
-		t.Fatalf("an exception must not also be an abort: %v", err)
-	}
-}
-
-// wantAbort asserts err is an *Abort with exactly reason.
-func wantAbort(t *testing.T, err error, reason string) {
-	t.Helper()
-	var ab *duilie.Abort
-	if !errors.As(err, &ab) || ab.Reason != reason {
-		t.Fatalf("got error %#v (%v), want abort %q", err, err, reason)
-	}
-	var ex *duilie.Exception
-	if errors.As(err, &ex) {
-		t.Fatalf("an abort must not also be an exception: %v", err)
-	}
 }
 
 // wantEmpty asserts that the platform holds no message in any queue.

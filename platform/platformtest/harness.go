@@ -1,8 +1,15 @@
-// Package platformtest is the conformance suite every duilie platform runs: the rows of SPEC
-// §12, every message of §9, the check order of §3/§4, the resolution rules of §7 with retries
-// and the dead-letter queue, delays, and concurrent events. It drives a platform only through
-// the platform contract and the interface's functions, so the same tests judge the in-memory
-// platform, the embedded engine, a NATS cluster and, where it applies, Cloudflare.
+// Package platformtest is the conformance suite every duilie platform runs: what concerns a
+// platform, not the interface. It stores and restores bodies byte for byte; delivers them in
+// order with their ids, attempts and millisecond timestamps, in batches by size and timeout;
+// settles them by SPEC §7 (acks, retries with their delays, failed events, the first call
+// winning, retries ending in the dead-letter queue or a drop); honours send and batch delays;
+// keeps concurrent events apart; and counts its messages. The rows of SPEC §12 that speak of
+// platform calls are asserted exactly on a harness that records them. It drives a platform only
+// through the platform contract and the interface's functions, so the same tests judge the
+// in-memory platform, the embedded engine, a NATS cluster and, where it applies, Cloudflare.
+//
+// The interface's own rules (check order, every message of §9, exceptions and aborts) are the
+// root package's tests, on the in-memory platform.
 //
 // A platform's test file needs only a harness:
 //
@@ -40,13 +47,6 @@ type Recorder interface {
 	// Calls returns the calls p has received so far, each rendered as in the memory package:
 	// send(<body>, <options>), sendBatch(<items>), ack(<id>), retry(<id>[, <options>]).
 	Calls(p platform.Platform) []string
-}
-
-// Rejecter is implemented by a harness that can make a platform refuse sends with a given
-// message, as the in-memory platform can. The row of SPEC §12 about a refusing platform is
-// skipped, with a reason, on harnesses that cannot.
-type Rejecter interface {
-	RejectSends(p platform.Platform, queue, message string)
 }
 
 // Injector is implemented by a harness that can place messages on a platform's queue exactly as
