@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -88,30 +89,48 @@ func (e *env) mustSend(bodies ...string) {
 	}
 }
 
-// calls returns the recorded platform calls, or nil and false when the harness does not record.
-func (e *env) calls() ([]string, bool) {
-	r, ok := e.hn.(Recorder)
-	if !ok {
-		return nil, false
-	}
-	return r.Calls(e.p), true
-}
+// Reasons for skipping a part of a test on a harness without a capability.
+const (
+	noCalls = "the harness does not record platform calls (platformtest.Recorder)"
+	noStats = "the platform does not count its messages (platform.Stater)"
+)
 
-// wantCalls asserts the recorded calls exactly, on a recording harness.
+// wantCalls asserts the platform calls so far, exactly, in a subtest "calls" that skips on a
+// harness that does not record them: the rest of the test runs either way.
 func (e *env) wantCalls(want ...string) {
 	e.t.Helper()
-	got, ok := e.calls()
-	if !ok {
-		return
-	}
-	if len(got) != len(want) {
-		e.t.Fatalf("platform calls:\n got %q\nwant %q", got, want)
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			e.t.Fatalf("platform call %d:\n got %s\nwant %s", i, got[i], want[i])
+	e.t.Run("calls", func(t *testing.T) {
+		t.Helper()
+		if got := e.recorded(t); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+			t.Errorf("platform calls:\n got %q\nwant %q", got, want)
 		}
+	})
+}
+
+// eventuallyCalls is wantCalls for calls that come when an event has been settled, a moment
+// after it ended.
+func (e *env) eventuallyCalls(want ...string) {
+	e.t.Helper()
+	e.t.Run("calls", func(t *testing.T) {
+		t.Helper()
+		var got []string
+		deadline := time.Now().Add(10 * time.Second)
+		for got = e.recorded(t); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want); got = e.recorded(t) {
+			if time.Now().After(deadline) {
+				t.Fatalf("platform calls:\n got %q\nwant %q", got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// recorded returns the calls the harness recorded, or skips t when it records none.
+func (e *env) recorded(t *testing.T) []string {
+	r, ok := e.hn.(Recorder)
+	if !ok {
+		t.Skip(noCalls)
 	}
+	return r.Calls(e.p)
 }
 
 // batchText is ReadBatch's text, decoded.
@@ -212,6 +231,51 @@ func (c *consumer) none(d time.Duration) {
 	}
 }
 
+// contract consumes a queue through the platform contract alone, with no host: for tests of
+// what a platform keeps that no program sees (content types, restarts, ack waits). The
+// consumer is closed when the test ends.
+func (e *env) contract(queue string, ackWait time.Duration) platform.Consumer {
+	e.t.Helper()
+	c, err := e.p.Consume(e.ctx, queue, platform.ConsumerOptions{MaxBatchSize: 100, MaxConcurrency: 1, AckWait: ackWait})
+	if err != nil {
+		e.t.Fatalf("Consume(%s): %v", queue, err)
+	}
+	e.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// receive returns exactly n deliveries from c, over as many Receive calls as it takes, in the
+// order they came.
+func receive(t *testing.T, c platform.Consumer, n int, within time.Duration) []platform.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var out []platform.Delivery
+	for len(out) < n {
+		ds, err := c.Receive(ctx, n-len(out))
+		if err != nil {
+			t.Fatalf("received %d of %d messages within %v: %v", len(out), n, within, err)
+		}
+		if len(ds) == 0 || len(ds) > n-len(out) {
+			t.Fatalf("Receive(%d) returned %d messages", n-len(out), len(ds))
+		}
+		out = append(out, ds...)
+	}
+	return out
+}
+
+// settle settles deliveries of queue on c, all with one action.
+func settle(t *testing.T, c platform.Consumer, queue string, action platform.Action, ds ...platform.Delivery) {
+	t.Helper()
+	s := platform.Settlement{Queue: queue}
+	for _, d := range ds {
+		s.Messages = append(s.Messages, platform.Resolution{Delivery: d, Action: action})
+	}
+	if err := c.Settle(context.Background(), s); err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+}
+
 // config is the consumer configuration of most tests: batches delivered as soon as ready.
 func config(queue string) host.ConsumerConfig {
 	cc := host.DefaultConsumerConfig(queue)
@@ -227,20 +291,6 @@ func batched(n int) host.ConsumerConfig {
 	return cc
 }
 
-// wantEmpty asserts that the platform holds no message in any queue.
-func (e *env) wantEmpty() {
-	e.t.Helper()
-	stats, err := e.statsAll()
-	if err != nil {
-		e.t.Fatalf("Stats: %v", err)
-	}
-	for _, s := range stats {
-		if s.Ready+s.Delayed+s.InFlight != 0 {
-			e.t.Fatalf("queue %s holds messages: %+v", s.Queue, s)
-		}
-	}
-}
-
 // eventually polls cond until it holds or within passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -253,31 +303,62 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
-// stats returns one queue's stats, for conditions polled with eventually. A failing Stats call
-// (a cluster still electing a new consumer's leader answers slowly) is logged and reads as
-// counts that match no condition, so polling goes on.
-func (e *env) stats(queue string) platform.QueueStats {
+// eventuallyStats waits until the stats of the test's queue meet cond, in a subtest "stats"
+// that skips when the platform cannot count its messages.
+func (e *env) eventuallyStats(what string, cond func(platform.QueueStats) bool) {
 	e.t.Helper()
-	all, err := e.statsAll()
-	if err != nil {
-		e.t.Logf("Stats: %v", err)
-		return platform.QueueStats{Queue: queue, Ready: -1, Delayed: -1, InFlight: -1}
-	}
-	for _, s := range all {
-		if s.Queue == queue {
-			return s
-		}
-	}
-	return platform.QueueStats{Queue: queue}
+	e.t.Run("stats", func(t *testing.T) {
+		t.Helper()
+		e.pollStats(t, what, cond)
+	})
 }
 
-// statsAll returns every queue's stats, or fails the test with a skip when the platform cannot
-// count its messages.
-func (e *env) statsAll() ([]platform.QueueStats, error) {
+// eventuallyEmpty waits until the platform holds no message in any queue, in a subtest "stats"
+// that skips when the platform cannot count its messages.
+func (e *env) eventuallyEmpty() {
 	e.t.Helper()
+	e.t.Run("stats", func(t *testing.T) {
+		t.Helper()
+		var last []platform.QueueStats
+		eventually(t, 10*time.Second, "the platform holds no message", func() bool {
+			last = e.allStats(t)
+			for _, s := range last {
+				if s.Ready+s.Delayed+s.InFlight != 0 {
+					return false
+				}
+			}
+			return last != nil
+		})
+	})
+}
+
+// pollStats waits until the stats of the test's queue meet cond, and skips t when the platform
+// cannot count its messages.
+func (e *env) pollStats(t *testing.T, what string, cond func(platform.QueueStats) bool) {
+	t.Helper()
+	eventually(t, 10*time.Second, what, func() bool {
+		for _, s := range e.allStats(t) {
+			if s.Queue == queueName {
+				return cond(s)
+			}
+		}
+		return false
+	})
+}
+
+// allStats returns every queue's stats, or skips t when the platform cannot count its messages.
+// A failing Stats call (a cluster still electing a new consumer's leader answers slowly) is
+// logged and reads as nil, so polling goes on.
+func (e *env) allStats(t *testing.T) []platform.QueueStats {
+	t.Helper()
 	st, ok := e.p.(platform.Stater)
 	if !ok {
-		e.t.Skip("the platform does not count its messages (platform.Stater)")
+		t.Skip(noStats)
 	}
-	return st.Stats(e.ctx)
+	all, err := st.Stats(e.ctx)
+	if err != nil {
+		t.Logf("Stats: %v", err)
+		return nil
+	}
+	return all
 }
