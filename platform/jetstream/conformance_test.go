@@ -25,6 +25,10 @@ func (embeddedHarness) Inject(p platform.Platform, queue string, msgs ...platfor
 	inject(p, queue, msgs...)
 }
 
+func (embeddedHarness) Restart(ctx context.Context, p platform.Platform) (platform.Platform, error) {
+	return restart(ctx, p)
+}
+
 // clusterHarness connects each test to its own account of one 3-node cluster, with R3 streams.
 type clusterHarness struct{ tc *testCluster }
 
@@ -36,6 +40,20 @@ func (clusterHarness) Close() {}
 
 func (clusterHarness) Inject(p platform.Platform, queue string, msgs ...platform.Message) {
 	inject(p, queue, msgs...)
+}
+
+func (clusterHarness) Restart(ctx context.Context, p platform.Platform) (platform.Platform, error) {
+	return restart(ctx, p)
+}
+
+// restart closes the platform and opens it again with the same configuration: the embedded
+// engine on the same data directory, or a new connection to the same cluster account.
+func restart(ctx context.Context, pl platform.Platform) (platform.Platform, error) {
+	p := pl.(*Platform)
+	if err := p.Close(); err != nil {
+		return nil, err
+	}
+	return Open(ctx, p.cfg)
 }
 
 // inject publishes messages as a foreign producer may: with duilie's headers, but any content

@@ -44,9 +44,10 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		// Delays (delay.go).
 		{"SendDelaysHonoured", testSendDelaysHonoured},
 		{"BatchDelaysHonoured", testBatchDelaysHonoured},
-		// Concurrency (concurrency.go), stats (stats.go).
+		// Concurrency (concurrency.go), stats (stats.go), restart (restart.go).
 		{"ConcurrentEvents", testConcurrentEvents},
 		{"Stats", testStats},
+		{"Restart", testRestart},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

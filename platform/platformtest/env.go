@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -40,24 +39,41 @@ func newEnv(t *testing.T, hn Harness) *env {
 	if err != nil {
 		t.Fatalf("MakePlatform: %v", err)
 	}
-	t.Cleanup(func() { _ = p.Close() })
-	cfg := host.Config{
-		Platform:    p,
-		Permissions: host.Permissions{Queue: []string{binding}},
-		Bindings:    map[string]string{binding: queueName},
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	h, err := host.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := &env{t: t, ctx: ctx, hn: hn}
+	e.use(p)
 	// Create the queues up front, as a deployment does.
 	for _, q := range []string{queueName, dlqName} {
 		if _, err := p.Queue(ctx, q); err != nil {
 			t.Fatalf("Queue(%s): %v", q, err)
 		}
 	}
-	return &env{t: t, ctx: ctx, p: p, h: h, hn: hn}
+	return e
+}
+
+// use makes p the test's platform, with a host of its own; the test closes p when it ends.
+func (e *env) use(p platform.Platform) {
+	e.t.Helper()
+	e.t.Cleanup(func() { _ = p.Close() })
+	h, err := host.New(host.Config{
+		Platform:    p,
+		Permissions: host.Permissions{Queue: []string{binding}},
+		Bindings:    map[string]string{binding: queueName},
+		Logger:      slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.p, e.h = p, h
+}
+
+// restart closes the test's platform and opens its store again.
+func (e *env) restart(r Restarter) {
+	e.t.Helper()
+	p, err := r.Restart(e.ctx, e.p)
+	if err != nil {
+		e.t.Fatalf("Restart: %v", err)
+	}
+	e.use(p)
 }
 
 // produce runs fn in a fetch event and returns the event's failure, if any.

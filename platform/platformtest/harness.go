@@ -57,3 +57,12 @@ type Injector interface {
 	// timestamps and attempts as for any send.
 	Inject(p platform.Platform, queue string, msgs ...platform.Message)
 }
+
+// Restarter is implemented by a harness whose platforms keep their messages in a store that
+// outlives them, as the embedded engine's data directory does. The restart test is skipped,
+// with a reason, on harnesses that cannot.
+type Restarter interface {
+	// Restart closes p and opens its store again, as a process that stops and starts does, and
+	// returns the new platform. The suite closes it.
+	Restart(ctx context.Context, p platform.Platform) (platform.Platform, error)
+}
