@@ -15,7 +15,11 @@ import (
 // embeddedHarness makes a fresh embedded engine, in its own data directory, per test.
 type embeddedHarness struct{}
 
-func (embeddedHarness) MakePlatform(ctx context.Context, t *testing.T) (platform.Platform, error) {
+func newEmbeddedHarness(ctx context.Context, t testing.TB) (platformtest.Harness, error) {
+	return embeddedHarness{}, nil
+}
+
+func (embeddedHarness) MakePlatform(ctx context.Context, t testing.TB) (platform.Platform, error) {
 	return Open(ctx, Config{DataDir: t.TempDir(), Logger: quiet})
 }
 
@@ -32,7 +36,7 @@ func (embeddedHarness) Restart(ctx context.Context, p platform.Platform) (platfo
 // clusterHarness connects each test to its own account of one 3-node cluster, with R3 streams.
 type clusterHarness struct{ tc *testCluster }
 
-func (h clusterHarness) MakePlatform(ctx context.Context, t *testing.T) (platform.Platform, error) {
+func (h clusterHarness) MakePlatform(ctx context.Context, t testing.TB) (platform.Platform, error) {
 	return Open(ctx, Config{URL: h.tc.url(h.tc.account(t)), Replicas: 3, Logger: quiet})
 }
 
@@ -78,9 +82,7 @@ func inject(pl platform.Platform, queue string, msgs ...platform.Message) {
 }
 
 func TestConformanceEmbedded(t *testing.T) {
-	platformtest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (platformtest.Harness, error) {
-		return embeddedHarness{}, nil
-	})
+	platformtest.RunConformanceTests(t, newEmbeddedHarness)
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -93,8 +95,22 @@ func TestConformanceCluster(t *testing.T) {
 		// the machine, not the driver. The driver's races are covered by the embedded run.
 		t.Skip("the cluster conformance run is too slow under -race; it runs without it")
 	}
-	tc := startCluster(t, 64)
-	platformtest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (platformtest.Harness, error) {
-		return clusterHarness{tc}, nil
-	})
+	platformtest.RunConformanceTests(t, newClusterHarness)
+}
+
+// newClusterHarness starts a 3-node cluster with room for 64 accounts, one per test.
+func newClusterHarness(ctx context.Context, t testing.TB) (platformtest.Harness, error) {
+	return clusterHarness{startCluster(t, 64)}, nil
+}
+
+// BenchmarkPlatformEmbedded and BenchmarkPlatformCluster: docs/server.md has the command.
+func BenchmarkPlatformEmbedded(b *testing.B) {
+	platformtest.RunBenchmarks(b, newEmbeddedHarness)
+}
+
+func BenchmarkPlatformCluster(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts a 3-node cluster")
+	}
+	platformtest.RunBenchmarks(b, newClusterHarness)
 }

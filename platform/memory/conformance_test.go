@@ -9,10 +9,12 @@ import (
 	"github.com/duilie/duilie/platform/platformtest"
 )
 
-type harness struct{}
+// harness makes in-memory platforms, recording their calls unless they are for benchmarks. It
+// is no Restarter: nothing outlives a Platform.
+type harness struct{ record bool }
 
-func (harness) MakePlatform(ctx context.Context, t *testing.T) (platform.Platform, error) {
-	return memory.New(memory.Options{Record: true}), nil
+func (h harness) MakePlatform(ctx context.Context, t testing.TB) (platform.Platform, error) {
+	return memory.New(memory.Options{Record: h.record}), nil
 }
 
 func (harness) Close() {}
@@ -33,7 +35,14 @@ func (harness) Inject(p platform.Platform, queue string, msgs ...platform.Messag
 }
 
 func TestConformance(t *testing.T) {
-	platformtest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (platformtest.Harness, error) {
+	platformtest.RunConformanceTests(t, func(ctx context.Context, t testing.TB) (platformtest.Harness, error) {
+		return harness{record: true}, nil
+	})
+}
+
+// BenchmarkPlatform: docs/server.md has the command.
+func BenchmarkPlatform(b *testing.B) {
+	platformtest.RunBenchmarks(b, func(ctx context.Context, t testing.TB) (platformtest.Harness, error) {
 		return harness{}, nil
 	})
 }

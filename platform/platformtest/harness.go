@@ -13,11 +13,15 @@
 //
 // A platform's test file needs only a harness:
 //
-//	func TestConformance(t *testing.T) {
-//		platformtest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (platformtest.Harness, error) {
-//			return &harness{...}, nil
-//		})
+//	func newHarness(ctx context.Context, t testing.TB) (platformtest.Harness, error) {
+//		return &harness{...}, nil
 //	}
+//
+//	func TestConformance(t *testing.T)  { platformtest.RunConformanceTests(t, newHarness) }
+//	func BenchmarkPlatform(b *testing.B) { platformtest.RunBenchmarks(b, newHarness) }
+//
+// A harness implements more of the interfaces below to be judged on more: Recorder, Injector,
+// Restarter. A test part that needs one the harness lacks is skipped with the reason.
 package platformtest
 
 import (
@@ -32,13 +36,13 @@ type Harness interface {
 	// MakePlatform returns a platform with no queues or messages left by other tests. The
 	// suite closes it. Tests run in parallel, so platforms made by one harness must not see
 	// each other's queues.
-	MakePlatform(ctx context.Context, t *testing.T) (platform.Platform, error)
+	MakePlatform(ctx context.Context, t testing.TB) (platform.Platform, error)
 	// Close releases what the harness holds.
 	Close()
 }
 
 // HarnessMaker makes a harness for one run of the suite.
-type HarnessMaker func(ctx context.Context, t *testing.T) (Harness, error)
+type HarnessMaker func(ctx context.Context, t testing.TB) (Harness, error)
 
 // Recorder is implemented by a harness whose platforms record every platform call, as the
 // in-memory platform does; rows of SPEC §12 that speak of platform calls are then asserted
