@@ -106,6 +106,9 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 		MaxBatchSize: cc.MaxBatchSize, MaxConcurrency: cc.MaxConcurrency, AckWait: h.ackWait(cc),
 	})
 	if err != nil {
+		if ctx.Err() != nil { // stopped before it started: not a failure
+			return nil
+		}
 		return fmt.Errorf("consume %s: %w", cc.Queue, err)
 	}
 	defer c.Close()

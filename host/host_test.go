@@ -385,3 +385,24 @@ func TestReleaseKeepsAttempts(t *testing.T) {
 		t.Errorf("released message came back with attempts %d, want 2", again[0].Attempts)
 	}
 }
+
+// ctxPlatform is a platform whose Consume, like a networked one's, fails once its ctx has ended.
+type ctxPlatform struct{ *memory.Platform }
+
+func (p ctxPlatform) Consume(ctx context.Context, name string, o platform.ConsumerOptions) (platform.Consumer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return p.Platform.Consume(ctx, name, o)
+}
+
+// A context that ends while the consumer is being set up is a stop, not a failure: a server
+// shut down as it starts must not report its consumers as failed.
+func TestConsumeCanceledBeforeStart(t *testing.T) {
+	h := newHost(t, ctxPlatform{memory.New(memory.Options{})}, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.Consume(ctx, host.DefaultConsumerConfig("qa"), func(*host.Event) error { return nil }); err != nil {
+		t.Fatalf("Consume on an ended context: %v", err)
+	}
+}
