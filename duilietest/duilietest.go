@@ -37,7 +37,9 @@ type Message struct {
 	ID string
 	// Body is the message body: a JSON text (or, with ContentType, anything).
 	Body string
-	// Attempts is the delivery count, from 1; 0 means 1.
+	// Attempts is the delivery count, from 1; 0 means 1. A message with more attempts than the
+	// consumer's max_retries + 1 runs too, though the consumer runtime would dead-letter or drop
+	// it undelivered.
 	Attempts int
 	// Timestamp is the enqueue time; the zero time means DefaultTimestamp.
 	Timestamp time.Time
@@ -69,8 +71,8 @@ type Config struct {
 type Result struct {
 	// Outcome is how the event ended: host.OK, host.Failed or host.Aborted.
 	Outcome host.Outcome
-	// Err is why the event failed (an *duilie.Abort when aborted); nil when it ended
-	// normally.
+	// Err is why the event failed (a *duilie.Abort when aborted, a *host.PanicError when the
+	// handler panicked); nil when it ended normally.
 	Err error
 	// Acks are the indexes of the messages the program acked, in index order.
 	Acks []int
@@ -78,7 +80,8 @@ type Result struct {
 	Retries []Retry
 	// Messages is what became of each message of a queue event, in index order.
 	Messages []MessageResult
-	// Sends are the messages the platform received, in order, each with its normalized body.
+	// Sends are the messages the platform accepted, in order, each with its normalized body.
+	// Sends refused by Config.RejectSends are not among them.
 	Sends []Send
 }
 
@@ -96,7 +99,7 @@ type MessageResult struct {
 	Action platform.Action
 }
 
-// Send is one message as the platform received it.
+// Send is one message as the platform accepted it.
 type Send struct {
 	Queue        string
 	Body         string // the normalized JSON text
@@ -109,6 +112,7 @@ type env struct {
 	p      *memory.Platform
 	h      *host.Host
 	cc     host.ConsumerConfig
+	reject map[string]string
 	mu     sync.Mutex
 	report *host.EventReport
 }
@@ -125,7 +129,7 @@ func newEnv(cfg Config) (*env, error) {
 		}
 		slices.Sort(perms)
 	}
-	e := &env{p: p, cc: cfg.Consumer}
+	e := &env{p: p, cc: cfg.Consumer, reject: cfg.RejectSends}
 	if e.cc == (host.ConsumerConfig{}) {
 		e.cc = host.DefaultConsumerConfig("queue")
 	}
@@ -182,6 +186,7 @@ func RunQueue(handler duilie.Handler, cfg Config, msgs ...Message) *Result {
 	}
 	s, failure := e.h.RunBatch(context.Background(), e.cc, ds, handler)
 	res := e.result(failure)
+	e.p.Close()
 	for i, r := range s.Messages {
 		res.Messages = append(res.Messages, MessageResult{ID: r.ID, Call: r.Call, Action: r.Action})
 		switch r.Call.Kind {
@@ -211,13 +216,18 @@ func RunFetch(handler host.FetchHandler, cfg Config, r *http.Request) (*http.Res
 	if rep != nil {
 		failure = rep.Err
 	}
-	return w.Result(), e.result(failure)
+	res := e.result(failure)
+	e.p.Close()
+	return w.Result(), res
 }
 
 // result is the outcome and the sends of a run.
 func (e *env) result(failure error) *Result {
 	res := &Result{Outcome: host.OutcomeOf(failure), Err: failure}
 	for _, c := range e.p.Calls() {
+		if _, refused := e.reject[c.Queue]; refused {
+			continue // the platform recorded the call and refused it
+		}
 		switch c.Op {
 		case "send":
 			res.Sends = append(res.Sends, Send{Queue: c.Queue, Body: string(c.Body), DelaySeconds: c.Options.DelaySeconds})
