@@ -62,13 +62,8 @@ func platformFailure(ev *Event, err error, prefix string) error {
 	if err == nil {
 		return nil
 	}
-	if abort := ev.Err(); abort != nil {
+	if abort := ev.Err(); abort != nil { // an ended event's context is its time limit
 		return abort
-	}
-	if ev.Context().Err() != nil {
-		// The platform gave up because the event's time ran out, before the host recorded
-		// the abort: it is that abort all the same.
-		return event.AbortWith(ev, event.AbortTimeLimit)
 	}
 	return exception(prefix + err.Error())
 }

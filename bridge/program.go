@@ -174,10 +174,7 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 
 	switch {
 	case ev.Err() != nil:
-		return ev.Err() // a bridge call aborted the event, or its time limit passed
-	case ev.Context().Err() != nil:
-		// The time limit passed (or the host halted) and host.Run has not yet said so.
-		return event.AbortWith(ev, host.AbortTimeLimit)
+		return ev.Err() // a bridge call aborted the event, or its time limit passed (or the host halted)
 	case context.Cause(ctx) == errResponseSize:
 		return errResponseSize
 	}

@@ -86,10 +86,15 @@ func (e *Event) ID() string { return e.id }
 func (e *Event) Context() context.Context { return e.ctx }
 
 // Err returns the event's abort, or nil while it has not been aborted. Once aborted, every
-// call of the interface's functions in the event returns this abort (SPEC §8.3).
+// call of the interface's functions in the event returns this abort (SPEC §8.3). An event whose
+// context has ended (its time limit passed, or the host halted) is aborted with 执行超过时限
+// from that moment, even before its host has noticed, unless an earlier abort stands.
 func (e *Event) Err() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.abort == nil && e.ctx.Err() != nil {
+		e.abort = &Abort{Reason: AbortTimeLimit}
+	}
 	if e.abort == nil {
 		return nil // not a typed nil
 	}
