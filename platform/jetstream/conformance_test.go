@@ -95,12 +95,14 @@ func TestConformanceCluster(t *testing.T) {
 		// the machine, not the driver. The driver's races are covered by the embedded run.
 		t.Skip("the cluster conformance run is too slow under -race; it runs without it")
 	}
-	platformtest.RunConformanceTests(t, newClusterHarness)
+	platformtest.RunConformanceTests(t, newClusterHarness(64))
 }
 
-// newClusterHarness starts a 3-node cluster with room for 64 accounts, one per test.
-func newClusterHarness(ctx context.Context, t testing.TB) (platformtest.Harness, error) {
-	return clusterHarness{startCluster(t, 64)}, nil
+// newClusterHarness starts a 3-node cluster with room for accounts platforms, one account each.
+func newClusterHarness(accounts int) platformtest.HarnessMaker {
+	return func(ctx context.Context, t testing.TB) (platformtest.Harness, error) {
+		return clusterHarness{startCluster(t, accounts)}, nil
+	}
 }
 
 // BenchmarkPlatformEmbedded and BenchmarkPlatformCluster: docs/server.md has the command.
@@ -112,5 +114,6 @@ func BenchmarkPlatformCluster(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts a 3-node cluster")
 	}
-	platformtest.RunBenchmarks(b, newClusterHarness)
+	// Every run of a benchmark makes two platforms, and the framework runs each a few times.
+	platformtest.RunBenchmarks(b, newClusterHarness(256))
 }
