@@ -18,9 +18,9 @@ import (
 // benchBody is a 200-byte JSON text, already normalized.
 var benchBody = `{"kind":"page","url":"/release/x","pad":"` + strings.Repeat("x", 200-len(`{"kind":"page","url":"/release/x","pad":""}`)) + `"}`
 
-// RunBenchmarks measures a platform through the interface, each beside its baseline, the same
-// work done through the platform contract alone (what the interface costs on top of the
-// platform), in one run:
+// RunBenchmarks measures three kinds of work on a platform through the interface, each beside
+// its baseline, the same work done through the platform contract alone (what the interface
+// costs on top of the platform), in one run:
 //
 //   - Send: b.N calls of 发送队列消息 with a 200-byte body from one event, one after another,
 //     beside b.N Queue.Send calls.

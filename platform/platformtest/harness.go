@@ -3,10 +3,11 @@
 // order with their ids, attempts and millisecond timestamps, in batches by size and timeout;
 // settles them by SPEC §7 (acks, retries with their delays, failed events, the first call
 // winning, retries ending in the dead-letter queue or a drop); honours send and batch delays;
-// keeps concurrent events apart; and counts its messages. The rows of SPEC §12 that speak of
-// platform calls are asserted exactly on a harness that records them. It drives a platform only
-// through the platform contract and the interface's functions, so the same tests judge the
-// in-memory platform, the embedded engine, a NATS cluster and, where it applies, Cloudflare.
+// keeps concurrent events apart; counts its messages; and keeps them across a restart. The
+// rows of SPEC §12 that speak of platform calls are asserted exactly on a harness that records
+// them. It drives a platform only through the platform contract and the interface's functions,
+// so the same tests judge the in-memory platform, the embedded engine, a NATS cluster and,
+// where it applies, Cloudflare.
 //
 // The interface's own rules (check order, every message of §9, exceptions and aborts) are the
 // root package's tests, on the in-memory platform.
@@ -54,8 +55,8 @@ type Recorder interface {
 }
 
 // Injector is implemented by a harness that can place messages on a platform's queue exactly as
-// given: any content type and body, as a foreign producer would write them. Tests of bodies
-// that are not JSON values are skipped, with a reason, on harnesses that cannot.
+// given: any content type and body, as a foreign producer would write them. The test of foreign
+// content types is skipped, with a reason, on harnesses that cannot.
 type Injector interface {
 	// Inject enqueues messages with these bodies and content types; the platform assigns ids,
 	// timestamps and attempts as for any send.
