@@ -152,46 +152,35 @@ func testFirstCallWins(t *testing.T, hn Harness) {
 	c.none(300 * time.Millisecond)
 }
 
-// retry() with no delay waits for the consumer's retry_delay.
-func testRetryDelayDefault(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	e.mustSend(`"again"`)
-	cc := config(queueName)
-	cc.RetryDelay = time.Second
-	var ended time.Time
-	c := e.consume(cc, func(ev *host.Event, b batchText) error {
-		if b.Messages[0].Attempts == 1 {
-			_ = duilie.Retry(ev, 0, 0)
-			ended = time.Now()
-		}
-		return nil
-	})
-	c.next(10 * time.Second)
-	again := c.next(10 * time.Second)
-	if d := again.at.Sub(ended); d < time.Second || d > 2*time.Second+cc.MaxBatchTimeout {
-		t.Errorf("retry() with retry_delay 1s came back after %v", d)
-	}
-	e.eventuallyCalls(`send("again", {"contentType":"json"})`, "retry("+again.batch.Messages[0].ID+")")
-}
-
-// A failed event redelivers after the consumer's retry_delay.
-func testFailedEventUsesRetryDelay(t *testing.T, hn Harness) {
-	e := newEnv(t, hn)
-	e.mustSend(`"again"`)
-	cc := config(queueName)
-	cc.RetryDelay = time.Second
-	var ended time.Time
-	c := e.consume(cc, func(ev *host.Event, b batchText) error {
-		if b.Messages[0].Attempts == 1 {
-			ended = time.Now()
-			return errors.New("fail once")
-		}
-		return nil
-	})
-	c.next(10 * time.Second)
-	again := c.next(10 * time.Second)
-	if d := again.at.Sub(ended); d < time.Second || d > 2*time.Second {
-		t.Errorf("failed event with retry_delay 1s came back after %v", d)
+// retry() with no delay, and a failed event, wait for the consumer's retry_delay.
+func testRetryDelay(t *testing.T, hn Harness) {
+	for _, how := range []string{"retry()", "failed event"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, hn)
+			e.mustSend(`"again"`)
+			cc := config(queueName)
+			cc.RetryDelay = time.Second
+			var ended time.Time
+			c := e.consume(cc, func(ev *host.Event, b batchText) error {
+				if b.Messages[0].Attempts > 1 {
+					return nil
+				}
+				ended = time.Now()
+				if how == "retry()" {
+					return duilie.Retry(ev, 0, 0)
+				}
+				return errors.New("fail once")
+			})
+			c.next(10 * time.Second)
+			again := c.next(10 * time.Second)
+			if d := again.at.Sub(ended); d < time.Second || d > 2*time.Second {
+				t.Errorf("%s with retry_delay 1s came back after %v", how, d)
+			}
+			if how == "retry()" {
+				e.eventuallyCalls(`send("again", {"contentType":"json"})`, "retry("+again.batch.Messages[0].ID+")")
+			}
+		})
 	}
 }
 
