@@ -186,7 +186,6 @@ func RunQueue(handler duilie.Handler, cfg Config, msgs ...Message) *Result {
 	}
 	s, failure := e.h.RunBatch(context.Background(), e.cc, ds, handler)
 	res := e.result(failure)
-	e.p.Close()
 	for i, r := range s.Messages {
 		res.Messages = append(res.Messages, MessageResult{ID: r.ID, Call: r.Call, Action: r.Action})
 		switch r.Call.Kind {
@@ -216,13 +215,12 @@ func RunFetch(handler host.FetchHandler, cfg Config, r *http.Request) (*http.Res
 	if rep != nil {
 		failure = rep.Err
 	}
-	res := e.result(failure)
-	e.p.Close()
-	return w.Result(), res
+	return w.Result(), e.result(failure)
 }
 
-// result is the outcome and the sends of a run.
+// result is the outcome and the sends of a run, which it ends: the platform is closed.
 func (e *env) result(failure error) *Result {
+	defer e.p.Close()
 	res := &Result{Outcome: host.OutcomeOf(failure), Err: failure}
 	for _, c := range e.p.Calls() {
 		if _, refused := e.reject[c.Queue]; refused {
