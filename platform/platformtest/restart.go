@@ -25,10 +25,16 @@ func testRestart(t *testing.T, hn Harness) {
 	e.mustSend(`"in flight"`, `"retried"`, `"retried later"`, `"dead"`)
 	c := e.contract(queueName, ackWait)
 	before := map[string]platform.Delivery{}
-	for _, d := range receive(t, c, 4, 10*time.Second) {
-		before[string(d.Body)] = d
+	var received time.Time // when the platform may have delivered "in flight", at the earliest
+	for len(before) < 4 {
+		asked := time.Now()
+		for _, d := range receive(t, c, 1, 10*time.Second) {
+			before[string(d.Body)] = d
+			if string(d.Body) == `"in flight"` {
+				received = asked
+			}
+		}
 	}
-	received := time.Now()
 	settle(t, c, queueName, platform.Action{Kind: platform.Redeliver}, before[`"retried"`])
 	retriedLater := time.Now()
 	settle(t, c, queueName, platform.Action{Kind: platform.Redeliver, Delay: delay}, before[`"retried later"`])
@@ -72,7 +78,7 @@ func testRestart(t *testing.T, hn Harness) {
 			t.Errorf("%s: after the restart %+v, want a fresh id, attempts 1 and its send time", body, a.Message)
 		}
 	}
-	// Never early; late by no more than a couple of seconds after the later of due and reopen.
+	// Never early, and not much later than the later of due and reopen (a loaded machine is slow).
 	// A platform may restore a delivery's time to the second, so the ack wait may end up to a
 	// second early after a restart.
 	for body, due := range map[string]time.Time{
@@ -85,7 +91,7 @@ func testRestart(t *testing.T, hn Harness) {
 		if at[body].Before(due.Add(-time.Millisecond)) {
 			t.Errorf("%s delivered %v before it was due", body, due.Sub(at[body]))
 		}
-		if late := at[body].Sub(laterOf(due, reopened)); late > 3*time.Second {
+		if late := at[body].Sub(laterOf(due, reopened)); late > 5*time.Second {
 			t.Errorf("%s delivered %v after it was due", body, late)
 		}
 	}

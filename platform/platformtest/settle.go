@@ -174,7 +174,9 @@ func testRetryDelay(t *testing.T, hn Harness) {
 			})
 			c.next(10 * time.Second)
 			again := c.next(10 * time.Second)
-			if d := again.at.Sub(ended); d < time.Second || d > 2*time.Second {
+			// Never early; the upper bound only tells retry_delay from an ack wait (30 s and more)
+			// on a loaded machine.
+			if d := again.at.Sub(ended); d < time.Second || d > 5*time.Second {
 				t.Errorf("%s with retry_delay 1s came back after %v", how, d)
 			}
 			if how == "retry()" {
