@@ -50,7 +50,6 @@ func RunBenchmarks(b *testing.B, newHarness HarnessMaker) {
 		perOp    int                                      // messages per operation
 		ours     func(b *testing.B, w *benchWorld, n int) // through the interface
 		contract func(b *testing.B, w *benchWorld, n int) // the baseline
-
 	}{
 		{"Send", 1, benchSend, benchSendContract},
 		{"SendBatch100", 100, benchSendBatch, benchSendBatchContract},
