@@ -121,7 +121,7 @@ function foreign(kind) {
     case "date": return new Date(0);
     case "map": return new Map([["a", 1]]);
     case "bytes": return new Uint8Array([1, 2, 3]).buffer;
-    case "undefined": return undefined;
+    case "undefined": return { a: undefined };
     case "nan": return { n: NaN };
     case "bigint": return 1n;
     case "cycle": { const o = {}; o.self = o; return o; }
