@@ -8,13 +8,16 @@ import wasm from "./app.wasm";
 // The host's settings from duilie.toml: permissions, bindings, the time limit.
 const config = /*CONFIG*/{};
 
-let program; // the running program: {config, jsonText, queue, fetch}
+let go; // the running program's Go instance
+let program; // its handlers: {config, jsonText, queue, fetch}
 
-// start runs the program once, with the Worker's string bindings as its environment, and
-// returns its handlers. A program that has exited is started again by the next event.
+// start runs the program, with the Worker's string bindings as its environment, and returns
+// its handlers. A program that has exited (os.Exit, or a panic no handler recovered) is
+// started again by the next event.
 function start(env) {
-  if (program) return program;
-  const go = new Go();
+  if (program && !go.exited) return program;
+  program = undefined;
+  go = new Go();
   go.argv = ["worker"];
   go.env = {};
   for (const [k, v] of Object.entries(env)) if (typeof v === "string") go.env[k] = v;
@@ -22,9 +25,7 @@ function start(env) {
   globalThis.__duilie = handlers;
   try {
     // run returns once main blocks in workers.Serve, having added queue and fetch.
-    go.run(new WebAssembly.Instance(wasm, go.importObject)).finally(() => {
-      if (program === handlers) program = undefined;
-    });
+    go.run(new WebAssembly.Instance(wasm, go.importObject));
   } finally {
     delete globalThis.__duilie;
   }

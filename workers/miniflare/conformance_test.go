@@ -241,6 +241,16 @@ func TestConformance(t *testing.T) {
 		c.waitLog(`msg="queue event"`, "queue=sleep", "outcome=aborted", "err=执行超过时限")
 	})
 
+	t.Run("a failed fetch event answers 500; a program that exited starts again", func(t *testing.T) {
+		c := conf{h.with(t)}
+		c.want(c.fetch("producer", "GET", "/panic", ""), 500, "Internal Server Error\n")
+		c.waitLog(`msg="fetch event"`, "path=/panic", "status=500", "outcome=failed", "err=\"panic: on purpose\"")
+		if r := c.fetch("producer", "GET", "/exit", ""); r.status != 500 {
+			t.Fatalf("GET /exit = %d %q", r.status, r.body)
+		}
+		c.want(c.fetch("producer", "GET", "/env?name=GREETING", ""), 200, "你好")
+	})
+
 	t.Run("the Worker's string bindings are the program's environment", func(t *testing.T) {
 		c := conf{h.with(t)}
 		c.want(c.fetch("producer", "GET", "/env?name=GREETING", ""), 200, "你好")

@@ -28,6 +28,8 @@ func main() {
 //	POST /send-batch?binding=B          SendBatch(B, body)
 //	POST /consume                       ReadBatch, Ack(0) and Retry(0, 0) in a fetch event
 //	GET  /env?name=X                    os.Getenv(X)
+//	GET  /panic                         panics: the event fails
+//	GET  /exit                          ends the program (os.Exit)
 //
 // with 200 "ok", 400 and an exception's message, or 500 "abort: " and an abort's message (the
 // event then fails).
@@ -52,6 +54,10 @@ func fetch(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 	case "/env":
 		fmt.Fprint(w, os.Getenv(q.Get("name")))
 		return nil
+	case "/panic":
+		panic("on purpose")
+	case "/exit":
+		os.Exit(3)
 	}
 	http.NotFound(w, r)
 	return nil
