@@ -11,6 +11,9 @@ const config = /*CONFIG*/{};
 let go; // the running program's Go instance
 let program; // its handlers: {config, jsonText, queue, fetch}
 
+// The program starts in the first event, not in the Worker's global scope: the Go runtime's
+// scheduler waits on timers as it starts, and timers never fire in the global scope.
+//
 // start runs the program, with the Worker's string bindings as its environment, and returns
 // its handlers. A program that has exited (os.Exit, or a panic no handler recovered) is
 // started again by the next event.
