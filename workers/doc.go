@@ -52,8 +52,3 @@ type Config struct {
 	// 0 means 30000.
 	TimeLimitMS int64 `json:"time_limit_ms"`
 }
-
-// Global is the name of the object, on the Worker's globalThis, through which the entry and the
-// program meet: the entry sets its config and jsonText before it starts the program, and
-// Serve adds the queue and fetch handlers before the program's main blocks.
-const Global = "__duilie"

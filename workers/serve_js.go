@@ -16,12 +16,17 @@ import (
 	"github.com/duilie/duilie/platform"
 )
 
+// global is the name of the object, on the Worker's globalThis, through which the entry and the
+// program meet: the entry sets its config and jsonText before it starts the program, and
+// Serve adds the queue and fetch handlers before the program's main blocks.
+const global = "__duilie"
+
 // Serve runs p as the Worker's handlers, and never returns: the entry's queue and fetch
 // handlers call p.Queue and p.Fetch, one event per call, on the host's event model. It must be
 // called from main of a program started by the entry duilie worker build writes; app.Main
 // calls it when the program is built for js/wasm.
 func Serve(p host.Program) {
-	g := js.Global().Get(Global)
+	g := js.Global().Get(global)
 	if g.Type() != js.TypeObject {
 		fmt.Fprintln(os.Stderr, "duilie: this program runs as a Cloudflare Worker, started by the entry that duilie worker build writes")
 		os.Exit(70)

@@ -8,20 +8,14 @@
 // modules), then times the first GET / (the Go program starts: WebAssembly.Instance and main),
 // the first POST /tasks, and the median of 20 more GET /. The Go and JavaScript Workers take
 // turns; the table has the median of every column over the runs.
-import { createRequire } from "node:module";
 import { readFileSync, statSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { join, resolve } from "node:path";
-import { homedir } from "node:os";
-
-const packages =
-  process.env.DUILIE_MINIFLARE_DIR ||
-  join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "duilie", "miniflare");
-const { Miniflare } = createRequire(join(packages, "/"))("miniflare");
+import { Miniflare, readWrangler, workerOptions } from "./miniflare.mjs";
 
 const dir = resolve(process.argv[2] || "");
 const runs = Number(process.argv[3] || 5);
-const wrangler = JSON.parse(readFileSync(join(dir, "wrangler.jsonc"), "utf8").replace(/^\s*\/\/.*$/gm, ""));
+const wrangler = readWrangler(dir);
 
 // The baseline: the page-task fetch handler in plain JavaScript, on the same queue.
 const jsWorker = `
@@ -40,20 +34,12 @@ export default {
   },
 };`;
 
+// options runs the built Worker, or the baseline with the same queue producers, as "w".
 function options(kind) {
-  const base = {
-    name: "w",
-    modules: true,
-    compatibilityDate: wrangler.compatibility_date,
-    queueProducers: Object.fromEntries(wrangler.queues.producers.map((p) => [p.binding, { queueName: p.queue }])),
-  };
-  if (kind === "js") return { ...base, script: jsWorker };
-  return {
-    ...base,
-    modulesRoot: dir,
-    scriptPath: join(dir, wrangler.main),
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
-  };
+  const { options: go } = workerOptions({ name: "w", dir, consume: false });
+  if (kind === "go") return go;
+  const { name, compatibilityDate, queueProducers } = go;
+  return { name, modules: true, compatibilityDate, queueProducers, script: jsWorker };
 }
 
 async function time(fn) {

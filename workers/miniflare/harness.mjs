@@ -29,64 +29,9 @@
 //   POST /reset                   forgets the calls
 //   GET  /logs                    every line the Workers wrote to stdout and stderr
 // It listens on 127.0.0.1 only. The harness ends when its stdin closes.
-import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { join, resolve } from "node:path";
-import { homedir } from "node:os";
-
-const packages =
-  process.env.DUILIE_MINIFLARE_DIR ||
-  join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "duilie", "miniflare");
-const { Miniflare } = createRequire(join(packages, "/"))("miniflare");
-
-// readWrangler reads the wrangler.jsonc duilie worker build wrote: JSON after its comment lines.
-function readWrangler(dir) {
-  const text = readFileSync(join(dir, "wrangler.jsonc"), "utf8");
-  return JSON.parse(text.replace(/^\s*\/\/.*$/gm, ""));
-}
-
-// workerOptions maps a Worker's wrangler.jsonc onto Miniflare's options for it.
-function workerOptions(w) {
-  const dir = resolve(w.dir);
-  const wr = readWrangler(dir);
-  const opts = {
-    name: w.name || wr.name,
-    modules: true,
-    modulesRoot: dir,
-    scriptPath: join(dir, wr.main),
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
-    compatibilityDate: wr.compatibility_date,
-    bindings: { ...(wr.vars || {}), ...(w.vars || {}) },
-    queueProducers: {},
-    queueConsumers: {},
-    serviceBindings: {},
-  };
-  for (const p of wr.queues?.producers || []) {
-    if ((w.drop || []).includes(p.binding)) continue;
-    if (w.record === p.binding) {
-      opts.serviceBindings[p.binding] = { name: "recorder", entrypoint: "RecordingQueue" };
-      recordedQueue = p.queue;
-    } else {
-      opts.queueProducers[p.binding] = { queueName: p.queue };
-    }
-  }
-  if (w.consume !== false) {
-    for (const c of wr.queues?.consumers || []) {
-      // Miniflare has no max_concurrency: it runs one batch of a queue at a time.
-      opts.queueConsumers[c.queue] = {
-        maxBatchSize: c.max_batch_size,
-        maxBatchTimeout: c.max_batch_timeout,
-        maxRetries: c.max_retries,
-        retryDelay: c.retry_delay,
-        deadLetterQueue: c.dead_letter_queue,
-      };
-    }
-  }
-  return opts;
-}
-
-let recordedQueue;
+import { Miniflare, workerOptions } from "./miniflare.mjs";
 
 // The recorder: a Worker whose RecordingQueue entrypoint stands in for a Queue binding.
 const recorderScript = `
@@ -138,7 +83,12 @@ async function main() {
     console.error("usage: node harness.mjs DIR | node harness.mjs --spec FILE");
     process.exit(64);
   }
-  const workers = spec.workers.map(workerOptions);
+  let recordedQueue;
+  const workers = spec.workers.map((w) => {
+    const { options, recorded } = workerOptions(w);
+    recordedQueue ||= recorded;
+    return options;
+  });
   if (recordedQueue) {
     workers.push({
       name: "recorder",
