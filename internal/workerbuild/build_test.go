@@ -119,3 +119,16 @@ func TestBuildRefuses(t *testing.T) {
 		t.Fatalf("wrote %v", files)
 	}
 }
+
+// Whatever a directory is called, the Worker's name follows Cloudflare's rule.
+func FuzzWorkerName(f *testing.F) {
+	for _, s := range []string{"page-go", "Page_Go", "--x--", "队列", strings.Repeat("a-", 40), ""} {
+		f.Add(s)
+	}
+	valid := regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if name := WorkerName(s); !valid.MatchString(name) {
+			t.Fatalf("WorkerName(%q) = %q", s, name)
+		}
+	})
+}
