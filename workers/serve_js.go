@@ -51,12 +51,7 @@ func config(v js.Value) (Config, error) {
 	if err := json.Unmarshal([]byte(js.Global().Get("JSON").Call("stringify", v).String()), &c); err != nil {
 		return c, fmt.Errorf("duilie: the Worker's configuration: %w", err)
 	}
-	if c.TimeLimitMS != 0 {
-		if err := host.CheckTimeLimit(time.Duration(c.TimeLimitMS) * time.Millisecond); err != nil {
-			return c, fmt.Errorf("duilie: the Worker's configuration: time_limit_ms = %d: %w", c.TimeLimitMS, err)
-		}
-	}
-	return c, nil
+	return c, nil // host.New checks the settings
 }
 
 // worker is the program's side of the Worker.

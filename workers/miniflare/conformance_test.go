@@ -16,6 +16,8 @@ func TestConformance(t *testing.T) {
 	h := startHarness(t, spec{Workers: []workerSpec{
 		{Name: "producer", Dir: dir, Record: "PAGE_QUEUE", Drop: []string{"ABSENT"}, Vars: map[string]string{"GREETING": "你好"}},
 		{Name: "consumer", Dir: dir, Consume: true},
+		{Name: "queue-only", Dir: dir, Vars: map[string]string{"HANDLERS": "queue"}},
+		{Name: "fetch-only", Dir: dir, Vars: map[string]string{"HANDLERS": "fetch"}},
 	}})
 	t.Run("1 send: the same value, options exactly contentType json", func(t *testing.T) {
 		c := conf{h.with(t)}
@@ -249,6 +251,22 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("GET /exit = %d %q", r.status, r.body)
 		}
 		c.want(c.fetch("producer", "GET", "/env?name=GREETING", ""), 200, "你好")
+	})
+
+	t.Run("the fetch handler gets the request and gives its response", func(t *testing.T) {
+		c := conf{h.with(t)}
+		r := c.fetch("producer", "PUT", "/request?q=1&r=%E9%98%9F", "体", "X-Test", "yes")
+		if r.status != 201 || r.body != `PUT worker /request?q=1&r=%E9%98%9F yes 3 "体"` || r.header.Get("X-Echo") != "a, b" {
+			t.Fatalf("got %d %q %v", r.status, r.body, r.header)
+		}
+	})
+
+	t.Run("a program without a handler", func(t *testing.T) {
+		c := conf{h.with(t)}
+		c.want(c.fetch("queue-only", "GET", "/env", ""), 404, "this program has no fetch handler (Program.Fetch)\n")
+		if r := c.queue("fetch-only", "read", message{ID: "h1", Timestamp: 1, Attempts: 1, Body: 1}); r.Outcome != "exception" {
+			t.Fatalf("result = %+v", r)
+		}
 	})
 
 	t.Run("the Worker's string bindings are the program's environment", func(t *testing.T) {

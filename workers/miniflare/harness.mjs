@@ -16,7 +16,8 @@
 // binding received it, and passes it on to the real queue; drop leaves bindings out of env.
 //
 // The control server (its URL is the first line on stdout, as {"url": …}) answers:
-//   POST /fetch/<worker>/<path>   the request, dispatched to that Worker's fetch handler
+//   ANY  /fetch/<worker>/<path>   the request (method, query, headers, body), dispatched to
+//                                 that Worker's fetch handler; the answer is its response
 //   POST /queue/<worker>/<queue>  a MessageBatch of the JSON array of
 //                                 {id, timestamp (ms), attempts, body | foreign}, dispatched to
 //                                 the Worker's queue handler; the answer is workerd's
@@ -134,12 +135,15 @@ async function main() {
       let answer;
       if (what === "fetch") {
         const w = await mf.getWorker(name);
+        const headers = Object.entries(req.headers).filter(([k]) => !["host", "connection", "content-length"].includes(k));
         const r = await w.fetch("http://worker/" + rest.join("/") + u.search, {
           method: req.method,
-          headers: { "content-type": req.headers["content-type"] || "text/plain" },
+          headers,
           body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
         });
-        res.writeHead(r.status, { "content-type": r.headers.get("content-type") || "text/plain" });
+        const out = [];
+        for (const [k, v] of r.headers) if (k !== "content-length") out.push(k, v);
+        res.writeHead(r.status, out);
         res.end(Buffer.from(await r.arrayBuffer()));
         return;
       } else if (what === "queue") {

@@ -176,13 +176,23 @@ func startHarness(t *testing.T, s spec) *harness {
 // with is h for test t: its failures fail t.
 func (h *harness) with(t *testing.T) *harness { return &harness{t: t, url: h.url} }
 
-func (h *harness) do(method, path, body string) (int, string) {
+// reply is a response: a Worker's, through the harness, or the harness's own.
+type reply struct {
+	status int
+	body   string
+	header http.Header
+}
+
+func (h *harness) do(method, path, body string, header ...string) reply {
 	h.t.Helper()
 	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
@@ -192,20 +202,13 @@ func (h *harness) do(method, path, body string) (int, string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return resp.StatusCode, string(b)
+	return reply{resp.StatusCode, string(b), resp.Header}
 }
 
-// reply is a Worker's response.
-type reply struct {
-	status int
-	body   string
-}
-
-// fetch sends a request to a Worker's fetch handler.
-func (h *harness) fetch(worker, method, path, body string) reply {
+// fetch sends a request to a Worker's fetch handler, with header's name and value pairs.
+func (h *harness) fetch(worker, method, path, body string, header ...string) reply {
 	h.t.Helper()
-	status, b := h.do(method, "/fetch/"+worker+path, body)
-	return reply{status, b}
+	return h.do(method, "/fetch/"+worker+path, body, header...)
 }
 
 // message is a message of a dispatched batch: a JSON body, or a foreign one (harness.mjs).
@@ -235,10 +238,10 @@ type queueResult struct {
 func (h *harness) queue(worker, queue string, msgs ...message) queueResult {
 	h.t.Helper()
 	b, _ := json.Marshal(msgs)
-	status, body := h.do("POST", "/queue/"+worker+"/"+queue, string(b))
+	res := h.do("POST", "/queue/"+worker+"/"+queue, string(b))
 	var r queueResult
-	if status != 200 || json.Unmarshal([]byte(body), &r) != nil {
-		h.t.Fatalf("dispatch to %s: %d %s", queue, status, body)
+	if res.status != 200 || json.Unmarshal([]byte(res.body), &r) != nil {
+		h.t.Fatalf("dispatch to %s: %d %s", queue, res.status, res.body)
 	}
 	return r
 }
@@ -254,10 +257,10 @@ type call struct {
 
 func (h *harness) calls() []call {
 	h.t.Helper()
-	_, body := h.do("GET", "/calls", "")
+	res := h.do("GET", "/calls", "")
 	var cs []call
-	if err := json.Unmarshal([]byte(body), &cs); err != nil {
-		h.t.Fatalf("calls: %v: %s", err, body)
+	if err := json.Unmarshal([]byte(res.body), &cs); err != nil {
+		h.t.Fatalf("calls: %v: %s", err, res.body)
 	}
 	return cs
 }
@@ -269,9 +272,8 @@ func (h *harness) failWith(msg string) { h.t.Helper(); h.do("POST", "/fail", msg
 
 func (h *harness) logs() []string {
 	h.t.Helper()
-	_, body := h.do("GET", "/logs", "")
 	var ls []string
-	if err := json.Unmarshal([]byte(body), &ls); err != nil {
+	if err := json.Unmarshal([]byte(h.do("GET", "/logs", "").body), &ls); err != nil {
 		h.t.Fatalf("logs: %v", err)
 	}
 	return ls

@@ -18,8 +18,17 @@ import (
 	"github.com/duilie/duilie/app"
 )
 
+// HANDLERS (a Worker's var) leaves out a handler: "queue" runs only the queue handler,
+// "fetch" only the fetch handler.
 func main() {
-	app.Main(app.Program{Queue: queue, Fetch: fetch})
+	p := app.Program{Queue: queue, Fetch: fetch}
+	switch os.Getenv("HANDLERS") {
+	case "queue":
+		p.Fetch = nil
+	case "fetch":
+		p.Queue = nil
+	}
+	app.Main(p)
 }
 
 // fetch answers:
@@ -28,6 +37,7 @@ func main() {
 //	POST /send-batch?binding=B          SendBatch(B, body)
 //	POST /consume                       ReadBatch, Ack(0) and Retry(0, 0) in a fetch event
 //	GET  /env?name=X                    os.Getenv(X)
+//	PUT  /request?q=…                   201, the request as the handler saw it, and X-Echo: a, b
 //	GET  /panic                         panics: the event fails
 //	GET  /exit                          ends the program (os.Exit)
 //
@@ -53,6 +63,12 @@ func fetch(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 		return nil
 	case "/env":
 		fmt.Fprint(w, os.Getenv(q.Get("name")))
+		return nil
+	case "/request":
+		w.Header().Add("X-Echo", "a")
+		w.Header().Add("X-Echo", "b")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "%s %s %s %s %d %q", r.Method, r.Host, r.URL.RequestURI(), r.Header.Get("X-Test"), r.ContentLength, body)
 		return nil
 	case "/panic":
 		panic("on purpose")
