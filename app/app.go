@@ -1,38 +1,5 @@
-// Package app runs a Go program on duilie's host, in-process: the program's own binary gets
-// duilie's whole command line (serve, send, send-batch, queues, check), and serve runs the
-// program's handlers once per event where duilie serve would run app.command.
-//
-// The events, the interface's functions and the outcomes are the same as for a program run
-// through the bridge: a queue event per batch, a fetch event per HTTP request to app.listen,
-// one time limit per event, and a handler that returns an error, panics or is aborted
-// fails its event (its messages are delivered again, a fetch event answers 500). The
-// configuration is the same duilie.toml, minus app.command.
-//
-// # A program
-//
-//	func main() {
-//		app.Main(app.Program{
-//			Queue: func(ev *host.Event) error {
-//				b, err := duilie.ReadBatchOf[Task](ev)
-//				if err != nil {
-//					return err
-//				}
-//				for i, m := range b.Messages {
-//					… // handle m.Body, then duilie.Ack(ev, i) or duilie.Retry(ev, i, 30)
-//				}
-//				return nil
-//			},
-//		})
-//	}
-//
-// Then `go run . serve --config duilie.toml` runs it, and `go run . send --binding PAGE_QUEUE`
-// sends to it, whether or not the serve runs. examples/page-go is a complete program.
-//
-// A Go handler runs on the host's goroutines, so unlike a program per event it could keep
-// state between events; the interface assumes it does not (a fresh instance per event), and
-// handlers that keep none can move between the two ways of running unchanged. A handler still
-// running at its time limit cannot be stopped: its event fails at once, and every later call
-// of the interface's functions in it returns the abort.
+//go:build !(js && wasm)
+
 package app
 
 import (
@@ -42,13 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/duilie/duilie/internal/cli"
-	"github.com/duilie/duilie/server"
 )
-
-// Program is a Go program run in-process, once per event: Queue handles queue events, one
-// call per batch (required when the configuration has [[queues.consumers]]); Fetch handles
-// fetch events, one call per HTTP request to app.listen (required when it sets listen).
-type Program = server.Program
 
 // Main runs the command line of os.Args with p in-process, and exits with the status
 // `duilie` would (SPEC §13: 0 success, 1 exception, 2 abort, 64 usage, 78 configuration,

@@ -255,11 +255,21 @@ func (h *Host) runBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 	return errors.Join(failure, settleErr)
 }
 
+// Deliver runs handler as one queue event on deliveries that the caller received from c
+// itself, exactly as Consume runs a batch: it resolves every message (SPEC §7), settles the
+// batch on c, reports the event to the Observer, and returns the event's failure joined with
+// the platform's failure to settle, if any. It is for platforms that push batches instead of
+// being asked for them, such as a Worker's queue handler, whose MessageBatch arrives with the
+// call.
+func (h *Host) Deliver(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery, handler Handler) error {
+	return h.runBatch(ctx, cc, c, ds, handler)
+}
+
 // RunBatch runs handler as one queue event on a batch of deliveries from cc.Queue, exactly as
 // the consumer runtime runs a batch, and returns how the host resolves each message when the
-// event has ended (SPEC §7), and the event's failure. The platform is not told: settling the
-// batch is the caller's. It is for adapters that receive batches themselves (a Worker's queue
-// handler) and for tests of programs.
+// event has ended (SPEC §7), and the event's failure. The platform is not told and no report
+// is made: settling the batch is the caller's. It is for tests of programs; adapters use
+// Deliver.
 func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, ds []platform.Delivery, handler Handler) (platform.Settlement, error) {
 	_, s, failure := h.runQueueEvent(ctx, cc, ds, handler)
 	return s, failure

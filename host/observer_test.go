@@ -269,3 +269,45 @@ func TestLag(t *testing.T) {
 		t.Errorf("lags %v", lags)
 	}
 }
+
+// A platform that pushes its batches (a Worker's queue handler) hands them to Deliver, which
+// settles and reports them exactly as Consume does.
+func TestDeliverSettlesAndReports(t *testing.T) {
+	p := memory.New(memory.Options{Record: true})
+	var reports []host.Report
+	h, err := host.New(host.Config{Platform: p, Logger: quiet(), Observer: func(r host.Report) { reports = append(reports, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Put("qa", jsonMessage("m0", 1), jsonMessage("m1", 1))
+	c, err := p.Consume(context.Background(), "qa", platform.ConsumerOptions{MaxBatchSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ds, err := c.Receive(context.Background(), 10)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("received %d, %v", len(ds), err)
+	}
+	boom := errors.New("boom")
+	err = h.Deliver(context.Background(), host.DefaultConsumerConfig("qa"), c, ds, func(ev *host.Event) error {
+		if err := duilie.Ack(ev, 0); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Deliver = %v, want the event's failure", err)
+	}
+	s := p.Settlements()
+	if len(s) != 1 || !s[0].Failed || s[0].Messages[0].Action.Kind != platform.Done || s[0].Messages[1].Action.Kind != platform.Redeliver {
+		t.Fatalf("settlements = %+v", s)
+	}
+	if len(reports) != 1 {
+		t.Fatalf("reports = %+v", reports)
+	}
+	r, ok := reports[0].(*host.EventReport)
+	if !ok || r.Kind != host.QueueEvent || r.Outcome != host.Failed || r.Batch != 2 || r.Queue != "qa" || !errors.Is(r.Err, boom) {
+		t.Fatalf("report = %+v", reports[0])
+	}
+}

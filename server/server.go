@@ -108,14 +108,8 @@ type Config struct {
 	Dir string
 }
 
-// Program is a Go program that the host runs in-process, once per event.
-type Program struct {
-	// Queue handles queue events: one call per batch. Required when there are consumers.
-	Queue host.Handler
-	// Fetch handles fetch events: one call per HTTP request to Listen. Required when Listen
-	// is set.
-	Fetch host.FetchHandler
-}
+// Program is a Go program that the host runs in-process, once per event (see host.Program).
+type Program = host.Program
 
 // Server is a running host. Its methods are safe for concurrent use.
 type Server struct {
@@ -302,7 +296,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	observers := append([]host.Observer{logObserver(log)}, cfg.Observers...)
+	observers := append([]host.Observer{host.LogObserver(log)}, cfg.Observers...)
 	s.h, err = host.New(host.Config{
 		Platform:    s.p,
 		Permissions: cfg.Permissions,

@@ -150,7 +150,7 @@ Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on 
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
 	root.AddCommand(newCheck(), newServe(opts), newSend(opts), newSendBatch(opts), newQueues(opts))
 	if opts.Program == nil {
-		root.AddCommand(newDemo())
+		root.AddCommand(newDemo(), newWorker())
 	}
 	return root
 }

@@ -24,6 +24,8 @@ func TestHelpGolden(t *testing.T) {
 		{"send-batch", Options{}, []string{"send-batch"}},
 		{"queues", Options{}, []string{"queues"}},
 		{"demo", Options{}, []string{"demo"}},
+		{"worker", Options{}, []string{"worker"}},
+		{"worker-build", Options{}, []string{"worker", "build"}},
 		{"program", Options{Name: "page-go", Program: &server.Program{}}, nil},
 		{"program-serve", Options{Name: "page-go", Program: &server.Program{}}, []string{"serve"}},
 	} {

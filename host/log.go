@@ -1,24 +1,24 @@
-package server
+package host
 
 import (
 	"context"
 	"log/slog"
 	"time"
 
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
 )
 
-// logObserver writes the server's log lines from the host's reports: one per event, one per
-// batch of messages resolved without an event.
-func logObserver(log *slog.Logger) host.Observer {
-	return func(r host.Report) {
+// LogObserver writes duilie's log lines from the host's reports: one per event, one per batch
+// of messages resolved without an event, and a debug line per send. duilie serve and a Worker
+// built by duilie worker build log through it, so their lines read alike.
+func LogObserver(log *slog.Logger) Observer {
+	return func(r Report) {
 		switch r := r.(type) {
-		case *host.EventReport:
+		case *EventReport:
 			logEvent(log, r)
-		case *host.SettleReport:
+		case *SettleReport:
 			logSettle(log, r)
-		case *host.SendReport:
+		case *SendReport:
 			if log.Enabled(context.Background(), slog.LevelDebug) {
 				log.Debug("send", "event", r.Event, "binding", r.Binding, "queue", r.Queue, "messages", r.Messages,
 					"bytes", r.Bytes, "delayed", r.Delayed, "err", r.Err)
@@ -27,10 +27,10 @@ func logObserver(log *slog.Logger) host.Observer {
 	}
 }
 
-func logEvent(log *slog.Logger, r *host.EventReport) {
+func logEvent(log *slog.Logger, r *EventReport) {
 	attrs := []any{"event", r.ID}
 	msg := "fetch event"
-	if r.Kind == host.QueueEvent {
+	if r.Kind == QueueEvent {
 		msg = "queue event"
 		count := countActions(r.Messages)
 		attrs = append(attrs, "queue", r.Queue, "batch", r.Batch, "outcome", string(r.Outcome),
@@ -50,17 +50,17 @@ func logEvent(log *slog.Logger, r *host.EventReport) {
 	log.Info(msg, attrs...)
 }
 
-func logSettle(log *slog.Logger, r *host.SettleReport) {
+func logSettle(log *slog.Logger, r *SettleReport) {
 	count := countActions(r.Messages)
 	attrs := []any{"queue", r.Queue, "messages", len(r.Messages)}
 	switch r.Reason {
-	case host.Exhausted:
+	case Exhausted:
 		attrs = append(attrs, "dead", count[platform.DeadLetter], "dropped", count[platform.Drop])
 		if r.Err != nil {
 			attrs = append(attrs, "settle_err", r.Err.Error())
 		}
 		log.Warn("retries exhausted before delivery: dead-lettered or dropped undelivered", attrs...)
-	case host.Released:
+	case Released:
 		if r.Err != nil {
 			attrs = append(attrs, "settle_err", r.Err.Error())
 		}
@@ -68,7 +68,7 @@ func logSettle(log *slog.Logger, r *host.SettleReport) {
 	}
 }
 
-func countActions(ms []host.MessageReport) (count [platform.Release + 1]int) {
+func countActions(ms []MessageReport) (count [platform.Release + 1]int) {
 	for _, m := range ms {
 		count[m.Action.Kind]++
 	}

@@ -1,0 +1,54 @@
+// Package workers runs a duilie program as a Cloudflare Worker: the program's Go code, compiled
+// to WebAssembly (GOOS=js GOARCH=wasm), gets its events from the Worker's handlers, and the
+// interface's functions act on the Worker's Queue bindings and MessageBatch (SPEC §10).
+//
+// A program does not call this package itself: app.Main does, when the program is built for
+// js/wasm, so the same main runs under duilie serve and as a Worker. duilie worker build makes
+// the Worker (the Wasm module, a small JavaScript entry, the Go distribution's wasm_exec.js and
+// a wrangler.jsonc from the program's duilie.toml); docs/workers.md tells how to run it in
+// Miniflare and deploy it with wrangler.
+//
+// # What maps to what
+//
+//   - Send is env.<BINDING>.send(value, {contentType: "json"}) with "delaySeconds" added when the
+//     delay is not 0, value being JSON.parse of the normalized body; SendBatch is
+//     sendBatch([{body, contentType: "json", delaySeconds?}, …]). A rejected call is
+//     队列发送失败： (队列批量发送失败：) followed by the platform's message.
+//   - The queue(batch, env, ctx) handler is one queue event. ReadBatch builds its JSON text from
+//     the MessageBatch (queue, and each message's id, attempts, timestamp in ms and body); a
+//     body that is not a JSON value (a foreign producer's bytes, or a structured clone holding a
+//     Date, a Map, undefined, NaN…) is 队列消息正文不是 JSON 值：序号 i. When the event ends, an
+//     Ack becomes the message's ack(), a Retry its retry({delaySeconds}) (retry() for 0), and a
+//     failed event makes the handler throw, so Cloudflare retries the batch's other messages and
+//     applies the consumer's max_retries and dead-letter queue.
+//   - The fetch(request, env, ctx) handler is one fetch event: the program's fetch handler gets
+//     the request as an *http.Request and its response becomes the Worker's Response.
+//   - Permissions ({"QUEUE":[…]}) and the bindings' queues come from duilie.toml, and the checks,
+//     messages and aborts are the host's own, as under duilie serve: a binding not permitted
+//     aborts with 未授权的QUEUE绑定：B, one not configured with 绑定不存在：B. A binding that
+//     duilie.toml configures but the Worker's env lacks is the platform failing: 队列发送失败：….
+//
+// # What a program may not do in a Worker
+//
+// A Worker runs only while it handles an event, in one thread, without a file system or
+// processes: no goroutine may outlive its event (it may never run again), files and
+// os/exec fail, and http.Client goes through the Worker's fetch. Environment variables are the
+// Worker's string bindings ([vars] in wrangler), read once when the first event starts the
+// program. State kept in memory may survive between events of one isolate, or not: the
+// interface assumes a fresh program per event.
+package workers
+
+import "github.com/duilie/duilie/host"
+
+// Config is what a Worker's entry hands the program: the host's settings from duilie.toml.
+// duilie worker build writes it into the entry as JSON.
+type Config struct {
+	// Permissions lists the bindings the program may use ([permissions] QUEUE).
+	Permissions host.Permissions `json:"permissions"`
+	// Bindings maps each binding to its queue ([[queues.producers]]); the Worker's env has a
+	// Queue binding of the same name.
+	Bindings map[string]string `json:"bindings"`
+	// TimeLimitMS is every event's wall-clock limit in milliseconds ([app] time_limit_ms);
+	// 0 means 30000.
+	TimeLimitMS int64 `json:"time_limit_ms"`
+}
