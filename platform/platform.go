@@ -153,6 +153,7 @@ type QueueStats struct {
 	Ready    int64  `json:"ready"`     // deliverable now
 	Delayed  int64  `json:"delayed"`   // waiting for a send or retry delay
 	InFlight int64  `json:"in_flight"` // delivered, event not yet settled
+	Paused   bool   `json:"paused"`    // delivery paused by an Operator
 }
 
 // Platform is a queue system.

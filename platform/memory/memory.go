@@ -18,6 +18,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -86,6 +87,7 @@ type Platform struct {
 var (
 	_ platform.Platform = (*Platform)(nil)
 	_ platform.Stater   = (*Platform)(nil)
+	_ platform.Operator = (*Platform)(nil)
 )
 
 // New makes an empty in-memory platform.
@@ -99,11 +101,20 @@ func New(opts Options) *Platform {
 // queue is one queue's messages. Fields are guarded by Platform.mu.
 type queue struct {
 	name     string
-	ready    []*message
+	ready    []*message // in delivery order
+	stored   []*message // every message the queue holds, in any state, by seq (oldest first)
+	seq      uint64     // the last seq given to a stored message
 	delayed  int
 	inFlight int
+	paused   bool
 	reject   *string
-	wake     chan struct{} // closed and replaced whenever a message becomes ready
+	wake     chan struct{} // closed and replaced whenever a message becomes ready, or the queue resumes
+}
+
+// signal wakes every Receive waiting on q.
+func (q *queue) signal() {
+	close(q.wake)
+	q.wake = make(chan struct{})
 }
 
 // token identifies one delivery of a message: a settlement of an earlier delivery (redelivered
@@ -113,17 +124,22 @@ type token struct {
 	n int // m.deliveries when delivered
 }
 
-// current returns the token's message if this delivery is the one in flight.
+// current returns the token's message if this delivery is the one in flight, or the one an
+// operator removed while it was in flight (its event may still retry it).
 func (t token) current() (*message, bool) {
-	return t.m, t.m.inFlight && t.m.deliveries == t.n
+	return t.m, (t.m.inFlight || t.m.removed) && t.m.deliveries == t.n
 }
 
 // message is a stored message.
 type message struct {
 	platform.Message
+	seq        uint64      // its place among the queue's stored messages, while it is stored
 	deliveries int         // delivered so far
 	timer      *time.Timer // ack wait while in flight, delay while delayed
 	inFlight   bool
+	delayed    bool
+	delivered  time.Time // in flight: when
+	removed    bool      // deleted or purged by an operator while in flight
 }
 
 // q returns the named queue, creating it. p.mu must be held.
@@ -193,25 +209,43 @@ func (p *Platform) send(name string, call Call, items []platform.BatchItem) erro
 	return nil
 }
 
-// enqueue makes m ready in q after delay. p.mu must be held.
+// enqueue makes m ready in q after delay, as the newest of q's stored messages (a retried or
+// fired message is stored anew, as JetStream stores a new stream message). p.mu must be held.
 func (p *Platform) enqueue(q *queue, m *message, delay time.Duration) {
 	m.Due = time.Now().Add(delay).UnixMilli()
+	q.unstore(m)
+	q.seq++
+	m.seq = q.seq
+	q.stored = append(q.stored, m)
 	if delay <= 0 {
 		q.ready = append(q.ready, m)
-		close(q.wake)
-		q.wake = make(chan struct{})
+		q.signal()
 		return
 	}
 	q.delayed++
+	m.delayed = true
 	m.timer = time.AfterFunc(delay, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if p.closed {
+		if p.closed || !m.delayed || m.timer == nil {
 			return
 		}
 		q.delayed--
+		m.delayed = false
 		p.enqueue(q, m, 0)
 	})
+}
+
+// unstore drops m from q's stored messages, if it is there.
+func (q *queue) unstore(m *message) {
+	if m.seq == 0 {
+		return
+	}
+	i, found := slices.BinarySearchFunc(q.stored, m.seq, func(s *message, seq uint64) int { return cmp.Compare(s.seq, seq) })
+	if found {
+		q.stored = slices.Delete(q.stored, i, i+1)
+	}
+	m.seq = 0
 }
 
 // Put hands over messages to a queue exactly as given, ready now: any id, attempts, timestamp,
@@ -282,12 +316,14 @@ func (c *consumer) Receive(ctx context.Context, max int) ([]platform.Delivery, e
 			return nil, platform.ErrClosed
 		}
 		q := p.q(c.name)
-		if n := min(len(q.ready), max); n > 0 {
+		if n := min(len(q.ready), max); n > 0 && !q.paused {
 			ds := make([]platform.Delivery, n)
+			now := time.Now()
 			for i, m := range q.ready[:n] {
 				m.deliveries++
 				m.Attempts = m.deliveries
 				m.inFlight = true
+				m.delivered = now
 				q.inFlight++
 				t := token{m, m.deliveries}
 				m.timer = time.AfterFunc(c.ackWait, func() { c.expire(t) })
@@ -314,7 +350,7 @@ func (c *consumer) expire(t token) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m, current := t.current()
-	if p.closed || !current {
+	if p.closed || !current || !m.inFlight {
 		return
 	}
 	q := p.q(c.name)
@@ -329,7 +365,7 @@ func (c *consumer) InProgress(ctx context.Context, ds []platform.Delivery) error
 	defer p.mu.Unlock()
 	for _, d := range ds {
 		if t, ok := d.Token.(token); ok {
-			if m, ok := t.current(); ok {
+			if m, ok := t.current(); ok && m.inFlight {
 				m.timer.Reset(c.ackWait)
 			}
 		}
@@ -365,9 +401,12 @@ func (c *consumer) Settle(ctx context.Context, s platform.Settlement) error {
 			m = &message{Message: r.Message, deliveries: r.Attempts}
 			m.Body = clone(r.Body)
 		} else if m, ok = t.current(); ok {
-			m.inFlight = false
-			q.inFlight--
-			m.timer.Stop()
+			if m.inFlight {
+				m.inFlight = false
+				q.inFlight--
+				m.timer.Stop()
+			}
+			m.removed = false
 		} else {
 			continue // settled already, or delivered again after its ack wait
 		}
@@ -382,9 +421,12 @@ func (c *consumer) Settle(ctx context.Context, s platform.Settlement) error {
 			m.deliveries = max(m.deliveries-1, 0)
 			p.enqueue(q, m, 0)
 		case platform.DeadLetter:
+			q.unstore(m)
 			dead := &message{Message: m.Message}
 			dead.Attempts = 0
 			p.enqueue(p.q(action.Queue), dead, 0)
+		default: // Done, Drop
+			q.unstore(m)
 		}
 	}
 	return nil
@@ -398,7 +440,7 @@ func (p *Platform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
 	defer p.mu.Unlock()
 	out := make([]platform.QueueStats, 0, len(p.queues))
 	for _, q := range p.queues {
-		out = append(out, platform.QueueStats{Queue: q.name, Ready: int64(len(q.ready)), Delayed: int64(q.delayed), InFlight: int64(q.inFlight)})
+		out = append(out, platform.QueueStats{Queue: q.name, Ready: int64(len(q.ready)), Delayed: int64(q.delayed), InFlight: int64(q.inFlight), Paused: q.paused})
 	}
 	slices.SortFunc(out, func(a, b platform.QueueStats) int { return strings.Compare(a.Queue, b.Queue) })
 	return out, nil
@@ -413,8 +455,7 @@ func (p *Platform) Close() error {
 	}
 	p.closed = true
 	for _, q := range p.queues {
-		close(q.wake)
-		q.wake = make(chan struct{})
+		q.signal()
 	}
 	return nil
 }
