@@ -47,6 +47,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 		{"ConcurrentEvents", testConcurrentEvents},
 		{"Stats", testStats},
 		{"Restart", testRestart},
+		{"Operator", testOperator}, // operator.go
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,7 +43,7 @@ func newEnv(t *testing.T, hn Harness) *env {
 	e.use(p)
 	// Create the queues up front, as a deployment does.
 	for _, q := range []string{queueName, dlqName} {
-		if _, err := p.Queue(ctx, q); err != nil {
+		if _, err := p.Queue(e.ctx, q); err != nil {
 			t.Fatalf("Queue(%s): %v", q, err)
 		}
 	}
@@ -172,6 +172,7 @@ type seen struct {
 type consumer struct {
 	events chan seen
 	t      *testing.T
+	stop   func() // ends the consumer and waits for it
 }
 
 // consume starts consuming cc.Queue with handle, which runs after the batch has been read.
@@ -205,7 +206,8 @@ func (e *env) consume(cc host.ConsumerConfig, handle func(ev *host.Event, b batc
 			e.t.Errorf("Consume: %v", err)
 		}
 	}()
-	e.t.Cleanup(func() { cancel(); wg.Wait() })
+	c.stop = func() { cancel(); wg.Wait() }
+	e.t.Cleanup(c.stop)
 	return c
 }
 
