@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +56,17 @@ type consumer struct {
 	stash  []*nats.Msg // delivered after a Receive gave up waiting; handed to the next one
 	held   []*nats.Msg // fired before their due time (scheduleLead), by due time; handed over when due
 
+	fmu    sync.Mutex
+	flying map[uint64]flight // deliveries handed to the host and not yet settled, by stream sequence
+
 	closeOnce sync.Once
+}
+
+// flight is what this process knows of a delivery in flight: when it was made, and JetStream's
+// delivery count of its stream message.
+type flight struct {
+	at        time.Time
+	delivered int
 }
 
 var _ platform.Consumer = (*consumer)(nil)
@@ -65,37 +76,56 @@ func newConsumer(ctx context.Context, q *queue, opts platform.ConsumerOptions) (
 	if ackWait <= 0 {
 		ackWait = defaultAck
 	}
-	js := q.p.js
-	// The host pulls only what it can run (max_batch_size × max_concurrency), so JetStream's
-	// own limit on unacknowledged messages is not needed; retries with a delay are new
-	// scheduled messages and do not stay pending either.
-	_, err := js.CreateOrUpdateConsumer(ctx, streamName(q.name), jetstream.ConsumerConfig{
-		Durable:       consumerName,
-		Description:   "duilie consumer of queue " + q.name,
-		FilterSubject: q.ready,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       ackWait,
-		MaxDeliver:    -1,
-		MaxAckPending: -1,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
+	if err := ensureConsumer(ctx, q.p.js, q.name, ackWait); err != nil {
 		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
 	}
 	nc := q.p.nc
-	c := &consumer{q: q, nc: nc, inbox: nc.NewInbox(), ackWait: ackWait,
+	c := &consumer{q: q, nc: nc, inbox: nc.NewInbox(), ackWait: ackWait, flying: map[uint64]flight{},
 		next: "$JS.API.CONSUMER.MSG.NEXT." + streamName(q.name) + "." + consumerName}
+	var err error
 	if c.sub, err = nc.SubscribeSync(c.inbox + ".*"); err != nil {
 		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
 	}
-	// Pull replies can arrive in bursts of the whole backlog; never drop them client-side.
-	_ = c.sub.SetPendingLimits(-1, -1)
 	if c.confirms, err = newConfirmer(nc); err != nil {
 		c.sub.Unsubscribe()
 		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
 	}
 	c.life, c.stop = context.WithCancel(context.Background())
 	return c, nil
+}
+
+// consumerConfig is the queue's durable consumer. The host pulls only what it can run
+// (max_batch_size × max_concurrency), so JetStream's own limit on unacknowledged messages is not
+// needed; retries with a delay are new scheduled messages and do not stay pending either.
+func consumerConfig(filter, queue string, ackWait time.Duration) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       consumerName,
+		Description:   "duilie consumer of queue " + queue,
+		FilterSubject: filter,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// ensureConsumer creates the queue's durable consumer, or updates it to this ack wait. An
+// update keeps the consumer's pause (Platform.Pause): a consumer already as configured is left
+// untouched, so a pause made meanwhile is never undone.
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, queue string, ackWait time.Duration) error {
+	cfg := consumerConfig(readySubject(queue), queue, ackWait)
+	if c, err := js.Consumer(ctx, streamName(queue), consumerName); err == nil {
+		have := c.CachedInfo().Config
+		if have.AckWait == cfg.AckWait && have.FilterSubject == cfg.FilterSubject && have.MaxAckPending == cfg.MaxAckPending {
+			return nil
+		}
+		cfg.PauseUntil = have.PauseUntil
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return err
+	}
+	_, err := js.CreateOrUpdateConsumer(ctx, streamName(queue), cfg)
+	return err
 }
 
 // Receive waits until at least one message is ready, then returns up to limit of them.
@@ -309,26 +339,49 @@ func (c *consumer) deliveries(ms []*nats.Msg) []platform.Delivery {
 		}
 		d := platform.Delivery{Token: &ackToken{reply: m.Reply, seq: meta.streamSeq, at: now}}
 		d.Body = m.Data
-		d.ID = m.Header.Get(hdrID)
-		if d.ID == "" { // a foreign producer's message
-			if d.ID = m.Header.Get(hdrMsgID); d.ID == "" {
-				d.ID = strconv.FormatUint(meta.streamSeq, 10)
-			}
-		}
+		d.ID = messageID(m.Header, meta.streamSeq)
 		var err error
 		if d.Timestamp, err = strconv.ParseInt(m.Header.Get(hdrTime), 10, 64); err != nil {
 			d.Timestamp = meta.timestamp / int64(time.Millisecond)
 		}
-		d.ContentType = platform.ContentType(m.Header.Get(hdrType))
-		if d.ContentType == "" {
-			d.ContentType = platform.Bytes
-		}
+		d.ContentType = contentTypeOf(m.Header)
 		d.Due, _ = strconv.ParseInt(m.Header.Get(hdrDue), 10, 64)
 		base, _ := strconv.Atoi(m.Header.Get(hdrAttempts))
 		d.Attempts = max(base, 0) + int(meta.delivered)
 		ds = append(ds, d)
+		c.fmu.Lock()
+		c.flying[meta.streamSeq] = flight{at: now, delivered: int(meta.delivered)}
+		c.fmu.Unlock()
 	}
 	return ds
+}
+
+// landed forgets deliveries that were settled or given back.
+func (c *consumer) landed(seqs ...uint64) {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	for _, seq := range seqs {
+		delete(c.flying, seq)
+	}
+}
+
+// flights is what this process knows of the queue's deliveries in flight, by stream sequence.
+func (p *Platform) flights(queue string) map[uint64]flight {
+	p.mu.Lock()
+	cs := make([]*consumer, 0, len(p.consumers))
+	for c := range p.consumers {
+		if c.q.name == queue {
+			cs = append(cs, c)
+		}
+	}
+	p.mu.Unlock()
+	out := map[uint64]flight{}
+	for _, c := range cs {
+		c.fmu.Lock()
+		maps.Copy(out, c.flying)
+		c.fmu.Unlock()
+	}
+	return out
 }
 
 // ackToken is a delivery's JetStream ack subject, and when this consumer received it.
@@ -476,6 +529,11 @@ func (c *consumer) Settle(ctx context.Context, s platform.Settlement) error {
 		moves = append(moves, move{t.reply, f})
 	}
 	errs = append(errs, c.ackAfter(ctx, moves, acks)...)
+	for _, r := range s.Messages {
+		if t, err := tokenOf(r.Delivery); err == nil {
+			c.landed(t.seq)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -497,6 +555,7 @@ func (c *consumer) giveBack(ms []*nats.Msg) {
 		}
 		d := ds[0]
 		t, _ := tokenOf(d)
+		c.landed(t.seq)
 		// A message held until its due time goes back as a schedule for that time.
 		f, err := c.publishCopy(c.q, d, d.Attempts-1, time.Until(dueOf(m)), "again")
 		if err != nil {

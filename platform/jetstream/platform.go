@@ -298,6 +298,7 @@ func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
 		AllowMsgSchedules:  true,
 		AllowAtomicPublish: true,
 		AllowRollup:        true, // message schedules purge their schedule subject
+		AllowDirect:        true, // operators read messages with direct gets (operator.go)
 		Duplicates:         2 * time.Minute,
 	}
 }
@@ -377,6 +378,7 @@ func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueS
 	s.Delayed = max(int64(info.State.Msgs)-ready, 0) // schedule messages: pending sends and retries
 	if ci, err := st.Consumer(ctx, consumerName); err == nil {
 		s.InFlight = int64(ci.CachedInfo().NumAckPending)
+		s.Paused = ci.CachedInfo().Paused
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return s, err
 	}

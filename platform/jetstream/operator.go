@@ -1,0 +1,491 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/duilie/duilie/platform"
+)
+
+// The operator operations (platform.Operator). A queue's messages are read straight from its
+// stream, a batch at a time, with JetStream's direct get (next message by subject from a
+// sequence), so no listing holds more than a page in memory and none disturbs the consumer. A
+// stream message's state follows from its subject and the durable consumer's state:
+//   - a schedule (duilie.<q>.s.<unique>) is delayed: a delayed send or retry, due at Duilie-Due;
+//   - a message on the ready subject that the consumer has delivered (its sequence is at most
+//     the consumer's last delivered one; an acked message is gone from a work-queue stream) is
+//     in flight;
+//   - any other message on the ready subject is ready.
+// These rules live in classify and the listing functions below (scan, listing), which are all
+// that depend on the stream layout.
+
+var _ platform.Operator = (*Platform)(nil)
+
+// scanBatch is how many messages one direct get asks for, and scanBytes the most bytes it
+// brings: a page, never a whole queue.
+const (
+	scanBatch = 256
+	scanBytes = 4 << 20
+)
+
+// storedMsg is one stream message as a direct get returns it.
+type storedMsg struct {
+	seq     uint64
+	subject string
+	msg     *nats.Msg
+}
+
+// scan reads the stream's messages whose subject matches filter, from sequence from on, up to
+// n of them (and at most scanBytes), oldest first. It returns fewer than n only at the end of
+// the stream.
+func (p *Platform) scan(ctx context.Context, queue, filter string, from uint64, n int) ([]storedMsg, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	inbox := p.nc.NewInbox()
+	sub, err := p.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, -1)
+	req, _ := json.Marshal(map[string]any{"seq": max(from, 1), "next_by_subj": filter, "batch": n, "max_bytes": scanBytes})
+	if err := p.nc.PublishRequest("$JS.API.DIRECT.GET."+streamName(queue), inbox, req); err != nil {
+		return nil, err
+	}
+	var out []storedMsg
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if errors.Is(err, nats.ErrNoResponders) {
+				return nil, fmt.Errorf("queue %s: %w", queue, platform.ErrNoQueue)
+			}
+			return nil, fmt.Errorf("read queue %s: %w", queue, err)
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			switch m.Header.Get("Status") {
+			case "204", "404": // the end of the batch, or nothing (more) to read
+				return out, nil
+			case "503":
+				return nil, fmt.Errorf("queue %s: %w", queue, platform.ErrNoQueue)
+			}
+			return nil, fmt.Errorf("read queue %s: %s %s", queue, m.Header.Get("Status"), m.Header.Get("Description"))
+		}
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("read queue %s: a message without its sequence", queue)
+		}
+		out = append(out, storedMsg{seq: seq, subject: m.Header.Get(jetstream.SubjectHeader), msg: m})
+	}
+}
+
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, requestTimeout)
+}
+
+// listing is what the state of a queue's stream messages follows from.
+type listing struct {
+	queue     string
+	delivered uint64 // the consumer's last delivered stream sequence; 0 when it has none
+	flights   map[uint64]flight
+}
+
+// listing reads the queue's consumer state. It fails with ErrNoQueue when the stream is gone.
+func (p *Platform) listing(ctx context.Context, queue string) (listing, error) {
+	l := listing{queue: queue}
+	st, err := p.js.Stream(ctx, streamName(queue))
+	if err != nil {
+		return l, p.queueErr(queue, err)
+	}
+	ci, err := st.Consumer(ctx, consumerName)
+	switch {
+	case err == nil:
+		l.delivered = ci.CachedInfo().Delivered.Stream
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return l, fmt.Errorf("jetstream: queue %s: %w", queue, err)
+	}
+	l.flights = p.flights(queue)
+	return l, nil
+}
+
+func (p *Platform) queueErr(queue string, err error) error {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("jetstream: queue %s: %w", queue, platform.ErrNoQueue)
+	}
+	return fmt.Errorf("jetstream: queue %s: %w", queue, err)
+}
+
+// classify returns the state of a stream message.
+func (l listing) classify(m storedMsg) platform.State {
+	switch {
+	case m.subject != readySubject(l.queue):
+		return platform.Delayed
+	case m.seq <= l.delivered:
+		return platform.InFlight
+	}
+	return platform.Ready
+}
+
+// stored turns a stream message into the operator's view of it.
+func (l listing) stored(m storedMsg) platform.StoredMessage {
+	h := m.msg.Header
+	s := platform.StoredMessage{State: l.classify(m)}
+	s.Body = m.msg.Data
+	s.ID = messageID(h, m.seq)
+	s.ContentType = contentTypeOf(h)
+	var err error
+	if s.Timestamp, err = strconv.ParseInt(h.Get(hdrTime), 10, 64); err != nil {
+		if t, err := time.Parse(time.RFC3339Nano, h.Get(jetstream.TimeStampHeaer)); err == nil {
+			s.Timestamp = t.UnixMilli()
+		}
+	}
+	base, _ := strconv.Atoi(h.Get(hdrAttempts))
+	s.Attempts = max(base, 0)
+	switch s.State {
+	case platform.Delayed:
+		s.Due, _ = strconv.ParseInt(h.Get(hdrDue), 10, 64)
+	case platform.InFlight:
+		if f, ok := l.flights[m.seq]; ok {
+			s.Attempts += f.delivered
+			s.Delivered = f.at.UnixMilli()
+		} else {
+			s.Attempts++ // delivered at least once; by another process, which knows more
+		}
+	}
+	return s
+}
+
+// filterOf is the subject filter of a state's messages.
+func filterOf(queue string, state platform.State) string {
+	switch state {
+	case platform.Ready, platform.InFlight:
+		return readySubject(queue)
+	case platform.Delayed:
+		return subjectPrefix + queue + ".s.>"
+	}
+	return subjectPrefix + queue + ".>"
+}
+
+// Browse lists a page of the queue's messages, oldest first. A cursor is the stream sequence
+// of the last message of the page before.
+func (p *Platform) Browse(ctx context.Context, queue string, opts platform.BrowseOptions) (platform.MessagePage, error) {
+	var page platform.MessagePage
+	var from uint64 = 1
+	if opts.Cursor != "" {
+		after, err := strconv.ParseUint(opts.Cursor, 10, 64)
+		if err != nil {
+			return page, fmt.Errorf("jetstream: cursor %q is not one of this platform's", opts.Cursor)
+		}
+		from = after + 1
+	}
+	if opts.State != "" {
+		if _, err := platform.ParseState(string(opts.State)); err != nil {
+			return page, fmt.Errorf("jetstream: %w", err)
+		}
+	}
+	l, err := p.listing(ctx, queue)
+	if err != nil {
+		return page, err
+	}
+	if opts.State == platform.Ready {
+		from = max(from, l.delivered+1)
+	}
+	limit := opts.PageLimit()
+	var last uint64
+	err = p.each(ctx, l, filterOf(queue, opts.State), from, func(m storedMsg) bool {
+		if opts.State == platform.InFlight && m.seq > l.delivered {
+			return false
+		}
+		if opts.State != "" && l.classify(m) != opts.State {
+			return true
+		}
+		if len(page.Messages) == limit {
+			page.Next = strconv.FormatUint(last, 10)
+			return false
+		}
+		page.Messages = append(page.Messages, l.stored(m))
+		last = m.seq
+		return true
+	})
+	return page, err
+}
+
+// each calls fn on the queue's stream messages matching filter from sequence from on, oldest
+// first, a batch at a time, until fn returns false or the stream ends.
+func (p *Platform) each(ctx context.Context, l listing, filter string, from uint64, fn func(storedMsg) bool) error {
+	for {
+		ms, err := p.scan(ctx, l.queue, filter, from, scanBatch)
+		if err != nil {
+			return fmt.Errorf("jetstream: %w", err)
+		}
+		for _, m := range ms {
+			if !fn(m) {
+				return nil
+			}
+			from = m.seq + 1
+		}
+		if len(ms) == 0 {
+			return nil
+		}
+	}
+}
+
+// find returns the stream message of the message with this id.
+func (p *Platform) find(ctx context.Context, l listing, id string) (storedMsg, error) {
+	var found storedMsg
+	ok := false
+	err := p.each(ctx, l, filterOf(l.queue, ""), 1, func(m storedMsg) bool {
+		if messageID(m.msg.Header, m.seq) == id {
+			found, ok = m, true
+			return false
+		}
+		return true
+	})
+	if err == nil && !ok {
+		err = fmt.Errorf("jetstream: message %s in queue %s: %w", id, l.queue, platform.ErrNotFound)
+	}
+	return found, err
+}
+
+// Get returns the message with this id. It reads the queue from its oldest message until it
+// finds it.
+func (p *Platform) Get(ctx context.Context, queue, id string) (platform.StoredMessage, error) {
+	l, err := p.listing(ctx, queue)
+	if err != nil {
+		return platform.StoredMessage{}, err
+	}
+	m, err := p.find(ctx, l, id)
+	if err != nil {
+		return platform.StoredMessage{}, err
+	}
+	return l.stored(m), nil
+}
+
+// Delete removes the message with this id, in whatever state it is.
+func (p *Platform) Delete(ctx context.Context, queue, id string) error {
+	// A delayed message that fires meanwhile moves to a new sequence: look again.
+	for range 3 {
+		l, err := p.listing(ctx, queue)
+		if err != nil {
+			return err
+		}
+		m, err := p.find(ctx, l, id)
+		if err != nil {
+			return err
+		}
+		err = p.deleteSeq(ctx, queue, m.seq)
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return err
+		}
+	}
+	return fmt.Errorf("jetstream: message %s in queue %s kept moving while it was deleted; try again", id, queue)
+}
+
+func (p *Platform) deleteSeq(ctx context.Context, queue string, seq uint64) error {
+	st, err := p.js.Stream(ctx, streamName(queue))
+	if err != nil {
+		return p.queueErr(queue, err)
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return err
+		}
+		return fmt.Errorf("jetstream: delete message %d of queue %s: %w", seq, queue, err)
+	}
+	return nil
+}
+
+// Purge removes every message of the queue: its whole stream.
+func (p *Platform) Purge(ctx context.Context, queue string) (int64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := p.js.Stream(ctx, streamName(queue)); err != nil {
+		return 0, p.queueErr(queue, err)
+	}
+	r, err := p.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+streamName(queue), nil)
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: purge queue %s: %w", queue, err)
+	}
+	var resp struct {
+		Purged uint64 `json:"purged"`
+		Error  *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.Data, &resp); err != nil {
+		return 0, fmt.Errorf("jetstream: purge queue %s: unreadable reply %q", queue, r.Data)
+	}
+	if resp.Error != nil {
+		return 0, fmt.Errorf("jetstream: purge queue %s: %s", queue, resp.Error.Description)
+	}
+	return int64(resp.Purged), nil
+}
+
+// Move moves ready and delayed messages, oldest first, to the queue to: each copy is published
+// (deduplicated by the original's sequence, so a move repeated after a crash stores it once),
+// and the original is deleted once the copy is stored.
+func (p *Platform) Move(ctx context.Context, from, to string, opts platform.MoveOptions) (int, error) {
+	if err := platform.CheckQueueName(to); err != nil {
+		return 0, fmt.Errorf("jetstream: %w", err)
+	}
+	if from == to {
+		return 0, errors.New("jetstream: a queue's messages cannot be moved to the queue itself")
+	}
+	l, err := p.listing(ctx, from)
+	if err != nil {
+		return 0, err
+	}
+	dst, err := p.queue(ctx, to)
+	if err != nil {
+		return 0, err
+	}
+	moved := 0
+	var batch []storedMsg
+	flush := func() error {
+		n, err := p.moveBatch(ctx, from, dst, batch, opts.Delay)
+		moved += n
+		batch = batch[:0]
+		return err
+	}
+	var ferr error
+	err = p.each(ctx, l, filterOf(from, ""), 1, func(m storedMsg) bool {
+		if opts.Limit > 0 && moved+len(batch) >= opts.Limit {
+			return false
+		}
+		if l.classify(m) == platform.InFlight || len(opts.IDs) > 0 && !slices.Contains(opts.IDs, messageID(m.msg.Header, m.seq)) {
+			return true
+		}
+		batch = append(batch, m)
+		if len(batch) == scanBatch {
+			ferr = flush()
+		}
+		return ferr == nil
+	})
+	if err == nil && ferr == nil && len(batch) > 0 {
+		ferr = flush()
+	}
+	return moved, errors.Join(err, ferr)
+}
+
+// moveBatch publishes a copy of each message to dst, then deletes each original whose copy was
+// stored, and returns how many it moved.
+func (p *Platform) moveBatch(ctx context.Context, from string, dst *queue, ms []storedMsg, delay time.Duration) (int, error) {
+	futures := make([]jetstream.PubAckFuture, len(ms))
+	var errs []error
+	for i, m := range ms {
+		h := m.msg.Header
+		t, _ := strconv.ParseInt(h.Get(hdrTime), 10, 64)
+		c := dst.message(envelope{id: messageID(h, m.seq), time: t, ctype: contentTypeOf(h)}, m.msg.Data, delay)
+		if delay <= 0 {
+			c.Header[hdrDue] = []string{strconv.FormatInt(time.Now().UnixMilli(), 10)}
+		}
+		c.Header[hdrMsgID] = []string{"moved." + from + "." + strconv.FormatUint(m.seq, 10)}
+		f, err := p.js.PublishMsgAsync(c, jetstream.WithStallWait(requestTimeout))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("jetstream: move message %d of queue %s: %w", m.seq, from, err))
+			continue
+		}
+		futures[i] = f
+	}
+	moved := 0
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			errs = append(errs, fmt.Errorf("jetstream: move message %d of queue %s: %w", ms[i].seq, from, err))
+			continue
+		case <-ctx.Done():
+			return moved, errors.Join(append(errs, ctx.Err())...)
+		}
+		if err := p.deleteSeq(ctx, from, ms[i].seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		moved++
+	}
+	return moved, errors.Join(errs...)
+}
+
+// pausedUntil is how long Pause pauses: for good, in practice, until Resume.
+func pausedUntil() time.Time { return time.Now().AddDate(100, 0, 0) }
+
+// Pause pauses the queue's durable consumer (JetStream's consumer pause, kept in its
+// configuration, so across restarts), creating the consumer if the queue has none yet. Sends
+// are still stored; the consumer delivers nothing, and redelivers nothing, until Resume.
+func (p *Platform) Pause(ctx context.Context, queue string) error {
+	if _, err := p.js.Stream(ctx, streamName(queue)); err != nil {
+		return p.queueErr(queue, err)
+	}
+	_, err := p.js.PauseConsumer(ctx, streamName(queue), consumerName, pausedUntil())
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cfg := consumerConfig(readySubject(queue), queue, defaultAck)
+		until := pausedUntil()
+		cfg.PauseUntil = &until
+		_, err = p.js.CreateOrUpdateConsumer(ctx, streamName(queue), cfg)
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: pause queue %s: %w", queue, err)
+	}
+	return nil
+}
+
+// resumeLead is how soon after Resume the consumer's pause ends. Resume does not clear the
+// pause but moves its end this close: JetStream serves the pull requests waiting on a paused
+// consumer when its pause time comes, while a pause cleared at once would leave them waiting
+// until they expire.
+const resumeLead = 200 * time.Millisecond
+
+// Resume resumes the queue's durable consumer, within resumeLead.
+func (p *Platform) Resume(ctx context.Context, queue string) error {
+	st, err := p.js.Stream(ctx, streamName(queue))
+	if err != nil {
+		return p.queueErr(queue, err)
+	}
+	ci, err := st.Consumer(ctx, consumerName)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil // never paused
+	case err != nil:
+		return fmt.Errorf("jetstream: resume queue %s: %w", queue, err)
+	case !ci.CachedInfo().Paused:
+		return nil
+	}
+	if _, err := p.js.PauseConsumer(ctx, streamName(queue), consumerName, time.Now().Add(resumeLead)); err != nil {
+		return fmt.Errorf("jetstream: resume queue %s: %w", queue, err)
+	}
+	return nil
+}
+
+// messageID is a stream message's message id: duilie's own, or a foreign producer's
+// Nats-Msg-Id, or else its stream sequence.
+func messageID(h nats.Header, seq uint64) string {
+	if id := h.Get(hdrID); id != "" {
+		return id
+	}
+	if id := h.Get(hdrMsgID); id != "" {
+		return id
+	}
+	return strconv.FormatUint(seq, 10)
+}
+
+// contentTypeOf is a stream message's content type; a foreign producer's message without one is
+// bytes.
+func contentTypeOf(h nats.Header) platform.ContentType {
+	if t := platform.ContentType(h.Get(hdrType)); t != "" {
+		return t
+	}
+	return platform.Bytes
+}
