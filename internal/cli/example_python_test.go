@@ -76,7 +76,7 @@ func TestPythonExample(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &stats); err != nil || r.code != 0 {
 		t.Fatalf("queues --json: %+v", r)
 	}
-	if len(stats) != 2 || stats[1]["queue"] != "page-render" || stats[1]["delayed"] != 1.0 || len(stats[1]) != 4 {
+	if len(stats) != 2 || stats[1]["queue"] != "page-render" || stats[1]["delayed"] != 1.0 || stats[1]["dead_letter_queue"] != "page-dlq" || len(stats[1]) != 6 {
 		t.Errorf("queues --json: %s; want page-render with the retried task delayed", r.stdout)
 	}
 

@@ -26,6 +26,12 @@ func TestHelpGolden(t *testing.T) {
 		{"demo", Options{}, []string{"demo"}},
 		{"worker", Options{}, []string{"worker"}},
 		{"worker-build", Options{}, []string{"worker", "build"}},
+		{"peek", Options{}, []string{"peek"}},
+		{"replay", Options{}, []string{"replay"}},
+		{"purge", Options{}, []string{"purge"}},
+		{"delete", Options{}, []string{"delete"}},
+		{"pause", Options{}, []string{"pause"}},
+		{"resume", Options{}, []string{"resume"}},
 		{"program", Options{Name: "page-go", Program: &server.Program{}}, nil},
 		{"program-serve", Options{Name: "page-go", Program: &server.Program{}}, []string{"serve"}},
 	} {

@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -21,17 +20,18 @@ func newQueues(opts Options) *cobra.Command {
 		DisableFlagsInUseLine: true,
 		Short:                 "Show every queue's ready, delayed and in-flight messages",
 		Long: `queues prints one row per queue of the configured platform: ready (deliverable now),
-delayed (waiting for a send or retry delay) and in_flight (delivered, event not yet
-settled). With --json it prints a JSON array of objects with exactly the keys queue,
-ready, delayed and in_flight. Like send, it reaches a running serve or opens the data
-directory itself.`,
+delayed (waiting for a send or retry delay), in_flight (delivered, event not yet
+settled), paused (pause stopped its delivery) and the dead_letter_queue of its consumer in
+the configuration. With --json it prints a JSON array of objects with exactly the keys
+queue, ready, delayed, in_flight, paused (true or false) and dead_letter_queue (a name, or
+null). Like send, it reaches a running serve or opens the data directory itself.`,
 		Example: `  ` + opts.Name + ` queues --config examples/page-go/duilie.toml
-  queue        ready  delayed  in_flight
-  page-dlq         0        0          0
-  page-render      2        1          0
+  queue        ready  delayed  in_flight  paused  dead_letter_queue
+  page-dlq         0        0          0  no      -
+  page-render      2        1          0  no      page-dlq
 
   ` + opts.Name + ` queues --json
-  [{"queue":"page-dlq","ready":0,"delayed":0,"in_flight":0},{"queue":"page-render","ready":2,"delayed":1,"in_flight":0}]`,
+  [{"queue":"page-dlq","ready":0,"delayed":0,"in_flight":0,"paused":false,"dead_letter_queue":null},{"queue":"page-render","ready":2,"delayed":1,"in_flight":0,"paused":false,"dead_letter_queue":"page-dlq"}]`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := server.LoadConfig(configPath)
@@ -51,22 +51,17 @@ directory itself.`,
 			if err != nil {
 				return unavailable(err)
 			}
+			rows := queueRows(cfg, stats)
 			var out []byte
 			if asJSON {
-				if stats == nil {
-					stats = []platform.QueueStats{}
-				}
-				if out, err = json.Marshal(stats); err != nil {
+				if out, err = json.Marshal(rows); err != nil {
 					return &exitError{exitSoftware, err}
 				}
 				out = append(out, '\n')
 			} else {
-				out = []byte(queueTable(stats))
+				out = []byte(queueTable(rows))
 			}
-			if _, err := cmd.OutOrStdout().Write(out); err != nil {
-				return &exitError{exitIOErr, fmt.Errorf("writing stdout: %w", err)}
-			}
-			return nil
+			return writeOut(cmd.OutOrStdout(), out)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array instead of a table")
@@ -74,18 +69,55 @@ directory itself.`,
 	return c
 }
 
-// queueTable lays the stats out in columns: names left-aligned, counts right-aligned.
-func queueTable(stats []platform.QueueStats) string {
-	rows := [][]string{{"queue", "ready", "delayed", "in_flight"}}
-	for _, s := range stats {
-		rows = append(rows, []string{s.Queue, strconv.FormatInt(s.Ready, 10),
-			strconv.FormatInt(s.Delayed, 10), strconv.FormatInt(s.InFlight, 10)})
+// queueRow is one queue of duilie queues: the platform's counts, whether it is paused, and
+// the dead-letter queue of its consumer in the configuration (null when it has none).
+type queueRow struct {
+	platform.QueueStats
+	DeadLetterQueue *string `json:"dead_letter_queue"`
+}
+
+// queueRows joins the platform's stats with the configuration's consumers.
+func queueRows(cfg *server.Config, stats []platform.QueueStats) []queueRow {
+	rows := make([]queueRow, len(stats))
+	for i, s := range stats {
+		rows[i].QueueStats = s
+		for _, cc := range cfg.Consumers {
+			if cc.Queue == s.Queue && cc.DeadLetterQueue != "" {
+				rows[i].DeadLetterQueue = &cc.DeadLetterQueue
+			}
+		}
 	}
-	return table(rows, 1)
+	return rows
+}
+
+// queueTable lays the rows out in columns: names left-aligned, counts right-aligned.
+func queueTable(qs []queueRow) string {
+	rows := [][]string{{"queue", "ready", "delayed", "in_flight", "paused", "dead_letter_queue"}}
+	for _, q := range qs {
+		paused, dlq := "no", "-"
+		if q.Paused {
+			paused = "yes"
+		}
+		if q.DeadLetterQueue != nil {
+			dlq = *q.DeadLetterQueue
+		}
+		rows = append(rows, []string{q.Queue, strconv.FormatInt(q.Ready, 10),
+			strconv.FormatInt(q.Delayed, 10), strconv.FormatInt(q.InFlight, 10), paused, dlq})
+	}
+	return columns(rows, map[int]bool{1: true, 2: true, 3: true})
 }
 
 // table formats rows in columns two spaces apart; columns from numericFrom on are right-aligned.
 func table(rows [][]string, numericFrom int) string {
+	numeric := map[int]bool{}
+	for i := numericFrom; i < len(rows[0]); i++ {
+		numeric[i] = true
+	}
+	return columns(rows, numeric)
+}
+
+// columns formats rows in columns two spaces apart; the numeric columns are right-aligned.
+func columns(rows [][]string, numeric map[int]bool) string {
 	var width []int
 	for _, r := range rows {
 		for i, cell := range r {
@@ -102,7 +134,7 @@ func table(rows [][]string, numericFrom int) string {
 			if i > 0 {
 				b.WriteString("  ")
 			}
-			if i >= numericFrom {
+			if numeric[i] {
 				b.WriteString(pad + cell)
 			} else if i < len(r)-1 {
 				b.WriteString(cell + pad)
