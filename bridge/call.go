@@ -205,12 +205,14 @@ func invoke(ev *duilie.Event, c call) (int, string) {
 	}
 }
 
-// handle answers one bridge call body on ev. A malformed call aborts the event.
-func handle(ev *duilie.Event, body []byte) (int, string) {
+// handle answers one bridge call body on ev, and counts it on the event for the host's report.
+// A malformed call aborts the event.
+func handle(ev *duilie.Event, body []byte) (status int, text string) {
+	c, bad := decodeCall(body)
+	defer func() { event.NoteBridgeCall(ev, c.name, status) }() // c.name is "" when the call names no interface function
 	if err := ev.Err(); err != nil {
 		return http.StatusInternalServerError, err.Error()
 	}
-	c, bad := decodeCall(body)
 	if bad != "" {
 		return http.StatusInternalServerError, event.AbortWith(ev, AbortMalformed+bad).Error()
 	}

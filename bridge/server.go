@@ -149,6 +149,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &tooBig):
 		// Abort keeps an earlier abort, whose message is then the reply.
 		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, AbortMalformed+badTooBig).Error()
+		event.NoteBridgeCall(e.ev, "", status)
 	case err != nil:
 		// The program went away while sending: nobody is left to answer.
 		s.log.Debug("bridge call not read", "event", e.ev.ID(), "err", err)

@@ -251,7 +251,7 @@ func (h *Host) runBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 	}
 	h.observe(&EventReport{ID: ev.ID(), Kind: QueueEvent, Outcome: OutcomeOf(failure), Err: failure,
 		Start: start, Duration: duration, Queue: cc.Queue, Batch: len(live),
-		Messages: messageReports(s, start), SettleErr: settleErr})
+		Messages: messageReports(s, start), SettleErr: settleErr, BridgeCalls: event.BridgeCalls(ev)})
 	return errors.Join(failure, settleErr)
 }
 

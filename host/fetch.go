@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/duilie/duilie/internal/event"
 )
 
 // FetchHandler is a program's fetch handler: it handles one fetch event, an HTTP request, with
@@ -48,7 +50,8 @@ func (h *Host) Fetch(handler FetchHandler) http.Handler {
 			status = http.StatusOK
 		}
 		h.observe(&EventReport{ID: ev.ID(), Kind: FetchEvent, Outcome: OutcomeOf(failure), Err: failure,
-			Start: start, Duration: time.Since(start), Method: r.Method, Path: r.URL.Path, Status: status})
+			Start: start, Duration: time.Since(start), Method: r.Method, Path: r.URL.Path, Status: status,
+			BridgeCalls: event.BridgeCalls(ev)})
 	})
 }
 

@@ -191,12 +191,15 @@ func (h *Host) Run(ctx context.Context, handler Handler) error {
 }
 
 // runEvent runs handler as one event of kind with batch b, and returns the event (for its id)
-// and its failure.
+// and its failure. A queue event is reported as it starts.
 func (h *Host) runEvent(ctx context.Context, kind Kind, b *event.Batch, handler Handler) (*Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.TimeLimit)
 	defer cancel()
 	defer context.AfterFunc(h.halt, cancel)()
 	ev := event.New(ctx, (*runtime)(h), kind, b)
+	if b != nil && h.cfg.Observer != nil {
+		h.observe(&StartReport{ID: ev.ID(), Kind: kind, Queue: b.Queue(), Batch: b.Len(), Start: time.Now()})
+	}
 	if h.halt.Err() != nil {
 		return ev, event.AbortWith(ev, AbortTimeLimit) // halted: no event runs any more
 	}

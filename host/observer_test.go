@@ -123,14 +123,18 @@ func TestEventReports(t *testing.T) {
 			o := newObserved(t, c.limit)
 			o.put(jsonMessage("m1", c.attempts))
 			start := time.Now()
-			n := 1
+			n := 2 // the event's start, and its end
 			if c.name == "aborted" {
-				n = 2 // the send is reported too
+				n = 3 // the send is reported too
 			}
 			reports := o.consume(consumerOf(c.retries, c.dlq), n, c.handler)
 			r, ok := reports[n-1].(*host.EventReport)
 			if !ok {
 				t.Fatalf("report %T", reports[n-1])
+			}
+			if s, ok := reports[0].(*host.StartReport); !ok || s.ID != r.ID || s.Kind != host.QueueEvent || s.Queue != "qa" ||
+				s.Batch != 1 || s.Start.Before(r.Start) || s.Start.After(r.Start.Add(r.Duration)) {
+				t.Errorf("first report %#v, want the start of event %s", reports[0], r.ID)
 			}
 			if r.Kind != host.QueueEvent || r.Queue != "qa" || r.Batch != 1 || len(r.ID) != 16 || r.Outcome != c.outcome ||
 				r.Start.Before(start) || r.Duration <= 0 || r.Duration > 5*time.Second || r.SettleErr != nil {
@@ -303,11 +307,14 @@ func TestDeliverSettlesAndReports(t *testing.T) {
 	if len(s) != 1 || !s[0].Failed || s[0].Messages[0].Action.Kind != platform.Done || s[0].Messages[1].Action.Kind != platform.Redeliver {
 		t.Fatalf("settlements = %+v", s)
 	}
-	if len(reports) != 1 {
+	if len(reports) != 2 {
 		t.Fatalf("reports = %+v", reports)
 	}
-	r, ok := reports[0].(*host.EventReport)
+	r, ok := reports[1].(*host.EventReport)
 	if !ok || r.Kind != host.QueueEvent || r.Outcome != host.Failed || r.Batch != 2 || r.Queue != "qa" || !errors.Is(r.Err, boom) {
-		t.Fatalf("report = %+v", reports[0])
+		t.Fatalf("report = %+v", reports[1])
+	}
+	if s, ok := reports[0].(*host.StartReport); !ok || s.ID != r.ID || s.Batch != 2 {
+		t.Fatalf("first report = %+v, want the event's start", reports[0])
 	}
 }

@@ -8,14 +8,14 @@ import (
 	"github.com/duilie/duilie/platform"
 )
 
-// Observer hears of everything the host does, one Report at a time: an *EventReport when an
-// event ends, a *SettleReport for messages resolved without an event, a *SendReport for every
-// send through the interface. It is called on the host's goroutines, after the event's
+// Observer hears of everything the host does, one Report at a time: a *StartReport when a
+// queue event starts, an *EventReport when an event ends, a *SettleReport for messages resolved
+// without an event, a *SendReport for every send through the interface. It is called on the host's goroutines, after the event's
 // messages have been settled, so it must be quick and safe for concurrent use; it must not
 // keep a report's slices past its return unless it copies them.
 type Observer func(Report)
 
-// Report is an *EventReport, a *SettleReport or a *SendReport.
+// Report is an *EventReport, a *StartReport, a *SettleReport or a *SendReport.
 type Report interface{ report() }
 
 // Outcome names how an event ended.
@@ -59,6 +59,23 @@ type EventReport struct {
 	Method string
 	Path   string
 	Status int // the response's status
+
+	// BridgeCalls counts the calls its program made over the bridge, by interface name and
+	// reply status; nil for a program that made none (a Go handler).
+	BridgeCalls map[BridgeCall]int
+}
+
+// BridgeCall is one kind of bridge call: the interface name ("" for a call naming none) and the
+// reply's status (200, 400 for an exception, 500 for an abort).
+type BridgeCall = event.BridgeCall
+
+// StartReport is a queue event starting, once its batch has been taken from the platform.
+type StartReport struct {
+	ID    string
+	Kind  Kind
+	Queue string
+	Batch int
+	Start time.Time
 }
 
 // MessageReport is what became of one message.
@@ -108,6 +125,7 @@ type SendReport struct {
 }
 
 func (*EventReport) report()  {}
+func (*StartReport) report()  {}
 func (*SettleReport) report() {}
 func (*SendReport) report()   {}
 

@@ -239,13 +239,14 @@ func tomlValue(v any) string {
 
 func (c *checker) config(raw map[string]any) *Config {
 	cfg := &Config{File: c.file, Dir: c.dir, Bindings: map[string]string{}}
-	doc := c.table("", raw, "permissions", "queues", "app", "platform")
+	doc := c.table("", raw, "permissions", "queues", "app", "platform", "dashboard")
 	c.permissions(cfg, doc["permissions"])
 	queues := c.table("queues", doc["queues"], "producers", "consumers")
 	c.producers(cfg, queues["producers"])
 	c.consumers(cfg, queues["consumers"])
 	c.app(cfg, doc["app"])
 	c.platform(cfg, doc["platform"])
+	c.dashboard(cfg, doc["dashboard"])
 	return cfg
 }
 

@@ -56,6 +56,7 @@ func dumpConfig(t *testing.T, c *Config) string {
 	}
 	fmt.Fprintf(&b, "app: command=%q listen=%q time_limit=%v shutdown_grace=%s\n", c.Command, c.Listen, c.TimeLimit, grace)
 	fmt.Fprintf(&b, "platform: %s %+v\n", c.Platform.Kind(), c.Platform)
+	fmt.Fprintf(&b, "dashboard: listen=%q token_env=%q\n", c.Dashboard.Listen, c.Dashboard.TokenEnv)
 	return strings.ReplaceAll(b.String(), dir, "$DIR")
 }
 

@@ -96,6 +96,9 @@ type Config struct {
 	// (jetstream.Config{}).
 	Platform platform.Config
 
+	// Dashboard is the web dashboard and /metrics ([dashboard]); the zero value has none.
+	Dashboard DashboardConfig
+
 	// Observers each receive every report (see host.Observer).
 	Observers []host.Observer
 	// Logger receives the server's log lines, one per event; nil means slog.Default().
@@ -116,14 +119,16 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	p       platform.Platform
-	h       *host.Host
-	run     runner
-	httpSrv *http.Server
-	addr    string // the fetch listener's address, "" for none
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	p        platform.Platform
+	h        *host.Host
+	run      runner
+	httpSrv  *http.Server
+	addr     string // the fetch listener's address, "" for none
+	dashSrv  *http.Server
+	dashAddr string // the dashboard's address, "" for none
 
 	stopConsuming context.CancelFunc
 	consumers     sync.WaitGroup
@@ -179,6 +184,8 @@ func (cfg *Config) check() error {
 	}
 	c.invalid("app", nil, cfg, cfg.checkApp(nil), nil)
 	c.invalid("platform", nil, cfg.Platform, cfg.Platform.Validate(), nil)
+	_, tokenErr := cfg.Dashboard.token()
+	c.invalid("dashboard", nil, cfg.Dashboard, errors.Join(cfg.Dashboard.Validate(), tokenErr), nil)
 	c.program(cfg)
 	if len(c.mistakes) > 0 {
 		return &ConfigError{c.mistakes}
@@ -297,6 +304,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 
 	observers := append([]host.Observer{host.LogObserver(log)}, cfg.Observers...)
+	token, _ := cfg.Dashboard.token() // checked by New
+	dash := s.newDashboard(token)
+	if dash != nil {
+		observers = append(observers, dash.Observe)
+	}
 	s.h, err = host.New(host.Config{
 		Platform:    s.p,
 		Permissions: cfg.Permissions,
@@ -334,6 +346,15 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 		go func() { _ = s.httpSrv.Serve(ln) }()
 		log.Info("listening for fetch events", "url", "http://"+s.addr+"/")
+	}
+
+	if dash != nil {
+		if err := s.serveDashboard(dash); err != nil {
+			if s.httpSrv != nil {
+				_ = s.httpSrv.Close()
+			}
+			return err
+		}
 	}
 
 	// Consumers stop on their own context, not ctx, so that the grace period is ours to run.
@@ -429,6 +450,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-drained
 	}
 	var errs []error
+	if s.dashSrv != nil {
+		_ = s.dashSrv.Close()
+	}
 	if err := s.run.close(); err != nil {
 		s.log.Warn("closing the bridge", "err", err)
 	}

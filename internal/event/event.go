@@ -67,6 +67,38 @@ type Event struct {
 
 	mu    sync.Mutex
 	abort *Abort
+	calls map[BridgeCall]int
+}
+
+// BridgeCall is one kind of bridge call an event's program made: the interface name ("" for a
+// call that names no interface function) and the reply's status.
+type BridgeCall struct {
+	Name   string
+	Status int
+}
+
+// NoteBridgeCall counts a bridge call of ev's program.
+func NoteBridgeCall(ev *Event, name string, status int) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.calls == nil {
+		ev.calls = map[BridgeCall]int{}
+	}
+	ev.calls[BridgeCall{name, status}]++
+}
+
+// BridgeCalls returns how many bridge calls of each kind ev's program made.
+func BridgeCalls(ev *Event) map[BridgeCall]int {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if len(ev.calls) == 0 {
+		return nil
+	}
+	out := make(map[BridgeCall]int, len(ev.calls))
+	for k, v := range ev.calls {
+		out[k] = v
+	}
+	return out
 }
 
 // New makes an event of kind, with batch b for a queue event (nil otherwise), run by rt.

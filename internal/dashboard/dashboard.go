@@ -1,0 +1,496 @@
+// Package dashboard is duilie serve's web dashboard and its Prometheus metrics: every queue's
+// counts and rates, one queue's live charts, a message browser with the operator's actions
+// (replay a dead-letter queue, delete, purge, pause, resume, send a test message through the
+// interface's checks), recent events, and GET /metrics.
+//
+// What it counts comes from the host's reports alone (Observe), and what it changes goes
+// through the platform's operator operations (platform.Operator) and the interface's own send:
+// no rule of the interface lives here.
+//
+// # Security
+//
+// A dashboard with a Token needs it on every request: an Authorization: Bearer header (for
+// Prometheus and scripts), or the cookie that opening /?token=… sets. Without a Token it serves
+// only requests whose Host is a loopback name, so another site cannot reach it through DNS
+// rebinding. Every action is a POST with a JSON body; a POST from another origin (its Origin or
+// Sec-Fetch-Site says so) is refused, so no page elsewhere can act on the operator's behalf.
+package dashboard
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+)
+
+//go:embed static
+var static embed.FS
+
+// Options configure a Dashboard.
+type Options struct {
+	// Platform is the server's platform: its counts, and its operator operations when it has
+	// them.
+	Platform platform.Platform
+	// Consumers are the configured consumers: which queue dead-letters to which.
+	Consumers []host.ConsumerConfig
+	// Bindings map each binding to its queue: a test message to a queue goes through one.
+	Bindings map[string]string
+	// Send sends a test message as a program would (发送队列消息, in an event of the server's
+	// own); its error is the interface's exception or abort.
+	Send func(ctx context.Context, binding, body string, delaySeconds int) error
+	// Token, when not "", is required on every request.
+	Token string
+	// Logger receives the dashboard's own failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Dashboard serves the dashboard and /metrics. Observe must receive the host's every report.
+type Dashboard struct {
+	o       Options
+	op      platform.Operator // nil when the platform has none
+	metrics *metrics
+	history *history
+	mux     *http.ServeMux
+}
+
+// New makes a dashboard.
+func New(o Options) *Dashboard {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	var consumed []string
+	for _, cc := range o.Consumers {
+		consumed = append(consumed, cc.Queue)
+	}
+	d := &Dashboard{o: o, metrics: newMetrics(o.Platform, consumed), history: newHistory(), mux: http.NewServeMux()}
+	d.op, _ = o.Platform.(platform.Operator)
+	sub, _ := fs.Sub(static, "static")
+	files := http.FileServerFS(sub)
+	d.mux.Handle("GET /static/", http.StripPrefix("/static/", files))
+	d.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if t := r.URL.Query().Get("token"); t != "" && d.o.Token != "" {
+			if !d.tokenOK(t) {
+				forbidden(w)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		}
+		http.ServeFileFS(w, r, sub, "index.html")
+	})
+	d.mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{Registry: d.metrics.reg}))
+	d.mux.HandleFunc("GET /api/queues", d.queues)
+	d.mux.HandleFunc("GET /api/events", d.events)
+	d.mux.HandleFunc("GET /api/queues/{queue}/messages", d.messages)
+	d.mux.HandleFunc("GET /api/queues/{queue}/series", d.series)
+	d.mux.HandleFunc("POST /api/queues/{queue}/pause", d.action(func(ctx context.Context, q string, _ []byte) (any, error) {
+		return nil, d.op.Pause(ctx, q)
+	}))
+	d.mux.HandleFunc("POST /api/queues/{queue}/resume", d.action(func(ctx context.Context, q string, _ []byte) (any, error) {
+		return nil, d.op.Resume(ctx, q)
+	}))
+	d.mux.HandleFunc("POST /api/queues/{queue}/purge", d.action(func(ctx context.Context, q string, _ []byte) (any, error) {
+		n, err := d.op.Purge(ctx, q)
+		return map[string]int64{"purged": n}, err
+	}))
+	d.mux.HandleFunc("POST /api/queues/{queue}/replay", d.action(d.replay))
+	d.mux.HandleFunc("POST /api/queues/{queue}/delete", d.action(func(ctx context.Context, q string, body []byte) (any, error) {
+		var req struct {
+			IDs []string `json:"ids"`
+		}
+		if err := decode(body, &req); err != nil || len(req.IDs) == 0 {
+			return nil, badRequest(`the body must be {"ids":["<message id>",…]}`)
+		}
+		deleted := 0
+		for _, id := range req.IDs {
+			if err := d.op.Delete(ctx, q, id); err != nil {
+				return map[string]int{"deleted": deleted}, err
+			}
+			deleted++
+		}
+		return map[string]int{"deleted": deleted}, nil
+	}))
+	d.mux.HandleFunc("POST /api/queues/{queue}/send", d.action(d.send))
+	return d
+}
+
+// Observe takes one of the host's reports.
+func (d *Dashboard) Observe(r host.Report) {
+	d.metrics.observe(r)
+	d.history.observe(r)
+}
+
+const cookieName = "duilie_dashboard"
+
+// ServeHTTP serves the dashboard, after the checks of the package documentation.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	switch {
+	case d.o.Token == "" && !loopbackHost(r.Host):
+		http.Error(w, "this dashboard answers only on a loopback address (it has no token)", http.StatusForbidden)
+		return
+	case d.o.Token != "" && !d.authorized(r):
+		forbidden(w)
+		return
+	case r.Method == http.MethodPost && !sameOrigin(r):
+		http.Error(w, "a dashboard action must come from the dashboard's own page", http.StatusForbidden)
+		return
+	}
+	d.mux.ServeHTTP(w, r)
+}
+
+func forbidden(w http.ResponseWriter) {
+	http.Error(w, "this dashboard needs its token: open /?token=<token>, or send Authorization: Bearer <token>", http.StatusForbidden)
+}
+
+func (d *Dashboard) tokenOK(t string) bool {
+	return subtle.ConstantTimeCompare([]byte(t), []byte(d.o.Token)) == 1
+}
+
+// authorized reports whether r carries the token, as a bearer token or the cookie, or is the
+// page's own GET /?token=… (checked there).
+func (d *Dashboard) authorized(r *http.Request) bool {
+	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && d.tokenOK(t) {
+		return true
+	}
+	if c, err := r.Cookie(cookieName); err == nil && d.tokenOK(c.Value) {
+		return true
+	}
+	return r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("token")
+}
+
+// loopbackHost reports whether a Host header names a loopback address.
+func loopbackHost(hostport string) bool {
+	h, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		h = hostport
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// sameOrigin reports whether a POST comes from the dashboard's own page: its Origin, when the
+// browser sent one, is this host, and Sec-Fetch-Site, when sent, says same-origin.
+func sameOrigin(r *http.Request) bool {
+	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host && o != "https://"+r.Host {
+		return false
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+		return true
+	}
+	return false
+}
+
+// httpError is an error with its status.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(msg string) error { return &httpError{http.StatusBadRequest, msg} }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fail answers an error: its own status, 404 for a queue or message that is not there, 503 for
+// a platform that cannot do it, else 502 (the platform failed).
+func (d *Dashboard) fail(w http.ResponseWriter, err error) {
+	var he *httpError
+	status := http.StatusBadGateway
+	switch {
+	case errors.As(err, &he):
+		status = he.status
+	case errors.Is(err, platform.ErrNoQueue), errors.Is(err, platform.ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, platform.ErrClosed):
+		status = http.StatusServiceUnavailable
+	default:
+		d.o.Logger.Warn("dashboard", "err", err)
+	}
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+func decode(body []byte, v any) error {
+	if len(body) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// maxActionBytes bounds an action's body: a test message of 128000 bytes, JSON-escaped.
+const maxActionBytes = 1 << 20
+
+// action serves a POST that changes something: a JSON body (or none), then fn.
+func (d *Dashboard) action(fn func(ctx context.Context, queue string, body []byte) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if d.op == nil {
+			d.fail(w, &httpError{http.StatusNotImplemented, "this platform has no operator operations"})
+			return
+		}
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.ContentLength != 0 && mt != "application/json" {
+			d.fail(w, &httpError{http.StatusUnsupportedMediaType, "an action's body must be application/json"})
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxActionBytes))
+		if err != nil {
+			d.fail(w, &httpError{http.StatusRequestEntityTooLarge, "an action's body must be at most 1 MiB"})
+			return
+		}
+		q := r.PathValue("queue")
+		if err := platform.CheckQueueName(q); err != nil {
+			d.fail(w, badRequest(err.Error()))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+		defer cancel()
+		out, err := fn(ctx, q, body)
+		if err != nil {
+			d.fail(w, err)
+			return
+		}
+		if out == nil {
+			out = struct{}{}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// queueRow is one queue of GET /api/queues.
+type queueRow struct {
+	platform.QueueStats
+	DeadLetterQueue string   `json:"dead_letter_queue,omitempty"` // its consumer's
+	DeadLetters     *int64   `json:"dead_letters,omitempty"`      // ready and delayed in that queue
+	Sources         []string `json:"sources,omitempty"`           // queues whose consumers dead-letter here
+	Bindings        []string `json:"bindings,omitempty"`          // bindings that send here
+	SendRate        float64  `json:"send_rate"`                   // messages/s over the last 10 s
+	SettleRate      float64  `json:"settle_rate"`
+	Operable        bool     `json:"operable"` // the platform has operator operations
+}
+
+func (d *Dashboard) queueRows(ctx context.Context) ([]queueRow, error) {
+	st, ok := d.o.Platform.(platform.Stater)
+	if !ok {
+		return nil, &httpError{http.StatusNotImplemented, "this platform cannot count its messages"}
+	}
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]platform.QueueStats{}
+	for _, s := range stats {
+		byName[s.Queue] = s
+	}
+	rows := make([]queueRow, len(stats))
+	for i, s := range stats {
+		row := queueRow{QueueStats: s, Operable: d.op != nil}
+		for _, cc := range d.o.Consumers {
+			if cc.Queue == s.Queue && cc.DeadLetterQueue != "" {
+				row.DeadLetterQueue = cc.DeadLetterQueue
+				n := byName[cc.DeadLetterQueue].Ready + byName[cc.DeadLetterQueue].Delayed
+				row.DeadLetters = &n
+			}
+			if cc.DeadLetterQueue == s.Queue {
+				row.Sources = append(row.Sources, cc.Queue)
+			}
+		}
+		for b, q := range d.o.Bindings {
+			if q == s.Queue {
+				row.Bindings = append(row.Bindings, b)
+			}
+		}
+		slices.Sort(row.Bindings)
+		row.SendRate, row.SettleRate = d.history.rates(s.Queue)
+		rows[i] = row
+	}
+	return rows, nil
+}
+
+func (d *Dashboard) queues(w http.ResponseWriter, r *http.Request) {
+	rows, err := d.queueRows(r.Context())
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rows)
+}
+
+// message is one message of GET /api/queues/{queue}/messages.
+type message struct {
+	ID          string          `json:"id"`
+	State       platform.State  `json:"state"`
+	Attempts    int             `json:"attempts"`
+	Timestamp   int64           `json:"timestamp"`
+	Due         int64           `json:"due,omitempty"`
+	Delivered   int64           `json:"delivered,omitempty"`
+	ContentType string          `json:"content_type"`
+	Body        json.RawMessage `json:"body,omitempty"` // a JSON body as itself, a text body as a string
+	Size        int             `json:"size"`
+}
+
+func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
+	if d.op == nil {
+		d.fail(w, &httpError{http.StatusNotImplemented, "this platform has no operator operations"})
+		return
+	}
+	q := r.URL.Query()
+	opts := platform.BrowseOptions{Cursor: q.Get("cursor")}
+	if s := q.Get("state"); s != "" {
+		st, err := platform.ParseState(s)
+		if err != nil {
+			d.fail(w, badRequest(err.Error()))
+			return
+		}
+		opts.State = st
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > platform.MaxBrowseLimit {
+			d.fail(w, badRequest("limit must be 1–1000"))
+			return
+		}
+		opts.Limit = n
+	}
+	page, err := d.op.Browse(r.Context(), r.PathValue("queue"), opts)
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	out := struct {
+		Messages []message `json:"messages"`
+		Next     string    `json:"next,omitempty"`
+	}{Messages: make([]message, len(page.Messages)), Next: page.Next}
+	for i, m := range page.Messages {
+		msg := message{ID: m.ID, State: m.State, Attempts: m.Attempts, Timestamp: m.Timestamp, Due: m.Due,
+			Delivered: m.Delivered, ContentType: string(m.ContentType), Size: len(m.Body)}
+		switch {
+		case m.ContentType == platform.JSON && json.Valid(m.Body):
+			msg.Body = m.Body
+		case m.ContentType == platform.Text:
+			msg.Body, _ = json.Marshal(string(m.Body))
+		}
+		out.Messages[i] = msg
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (d *Dashboard) series(w http.ResponseWriter, r *http.Request) {
+	n := 120
+	if s := r.URL.Query().Get("seconds"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 || n > historySeconds {
+			d.fail(w, badRequest("seconds must be 1–300"))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, d.history.series(r.PathValue("queue"), n))
+}
+
+func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, d.history.recent(r.URL.Query().Get("queue"), 50))
+}
+
+// replay moves a dead-letter queue's messages (all, or the ids given) back to the queue whose
+// consumer names it, or to "to".
+func (d *Dashboard) replay(ctx context.Context, q string, body []byte) (any, error) {
+	var req struct {
+		IDs   []string `json:"ids"`
+		Limit int      `json:"limit"`
+		Delay int      `json:"delay"`
+		To    string   `json:"to"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, badRequest(`the body must be {"ids"?:[…],"limit"?:n,"delay"?:seconds,"to"?:"queue"}: ` + err.Error())
+	}
+	if req.Limit < 0 || req.Delay < 0 || req.Delay > 43200 {
+		return nil, badRequest("limit must be 0 or more, delay 0–43200 (seconds)")
+	}
+	to := req.To
+	if to == "" {
+		var sources []string
+		for _, cc := range d.o.Consumers {
+			if cc.DeadLetterQueue == q {
+				sources = append(sources, cc.Queue)
+			}
+		}
+		if len(sources) != 1 {
+			return nil, badRequest("no single consumer names " + q + " as its dead-letter queue: say where to replay with \"to\"")
+		}
+		to = sources[0]
+	}
+	n, err := d.op.Move(ctx, q, to, platform.MoveOptions{IDs: req.IDs, Limit: req.Limit, Delay: time.Duration(req.Delay) * time.Second})
+	return map[string]any{"replayed": n, "to": to}, err
+}
+
+// send sends a test message through the interface: 发送队列消息 with the queue's first binding,
+// as a program would. The interface's exception or abort comes back verbatim.
+func (d *Dashboard) send(ctx context.Context, q string, body []byte) (any, error) {
+	var req struct {
+		Body  string `json:"body"`
+		Delay int    `json:"delay"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, badRequest(`the body must be {"body":"<the message's JSON text>","delay"?:seconds}: ` + err.Error())
+	}
+	var bindings []string
+	for b, name := range d.o.Bindings {
+		if name == q {
+			bindings = append(bindings, b)
+		}
+	}
+	if len(bindings) == 0 || d.o.Send == nil {
+		return nil, &httpError{http.StatusConflict, "no binding sends to " + q + " ([[queues.producers]])"}
+	}
+	slices.Sort(bindings)
+	if err := d.o.Send(ctx, bindings[0], req.Body, req.Delay); err != nil {
+		var ex *host.Exception
+		var ab *host.Abort
+		switch {
+		case errors.As(err, &ex):
+			return nil, &httpError{http.StatusUnprocessableEntity, ex.Message}
+		case errors.As(err, &ab):
+			return nil, &httpError{http.StatusUnprocessableEntity, ab.Reason}
+		}
+		return nil, err
+	}
+	return map[string]string{"binding": bindings[0]}, nil
+}

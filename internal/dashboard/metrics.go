@@ -1,0 +1,161 @@
+package dashboard
+
+import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+)
+
+// metrics are the Prometheus metrics of one server, in a registry of their own. Every counter
+// and histogram is fed by the host's reports (observe); the queue gauges are read from the
+// platform's counts at each scrape. Labels are queue names, kinds, outcomes, results, interface
+// names and statuses: never a message id or an error's text.
+type metrics struct {
+	reg *prometheus.Registry
+
+	sent      *prometheus.CounterVec
+	delivered *prometheus.CounterVec
+	settled   *prometheus.CounterVec
+	events    *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	lag       *prometheus.HistogramVec
+	batch     *prometheus.HistogramVec
+	inFlight  *prometheus.GaugeVec
+	bridge    *prometheus.CounterVec
+}
+
+// Results of duilie_messages_settled_total.
+var resultOf = map[platform.ActionKind]string{
+	platform.Done:       "acked",
+	platform.Redeliver:  "retried",
+	platform.DeadLetter: "dead_lettered",
+	platform.Drop:       "dropped",
+}
+
+func newMetrics(p platform.Platform, consumers []string) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duilie_messages_sent_total",
+			Help: "Messages the platform accepted from 发送队列消息 and 批量发送队列消息."}, []string{"queue"}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duilie_messages_delivered_total",
+			Help: "Messages delivered to a program in a queue event."}, []string{"queue"}),
+		settled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duilie_messages_settled_total",
+			Help: "Messages settled, by result: acked (done), retried, dead_lettered, dropped."}, []string{"queue", "result"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duilie_events_total",
+			Help: "Events that ended, by kind (queue, fetch), queue (\"\" for fetch) and outcome (ok, failed, aborted)."}, []string{"kind", "queue", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "duilie_event_duration_seconds",
+			Help: "How long events ran.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}, []string{"kind", "queue"}),
+		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "duilie_delivery_lag_seconds",
+			Help:    "From when a message became deliverable (enqueue, or the end of its delay) to the start of its handler.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16)}, []string{"queue"}),
+		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "duilie_batch_messages",
+			Help: "Messages per queue event.", Buckets: []float64{1, 2, 5, 10, 20, 50, 100}}, []string{"queue"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "duilie_consumer_batches_in_flight",
+			Help: "Queue events running now."}, []string{"queue"}),
+		bridge: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duilie_bridge_calls_total",
+			Help: "Calls of programs over the bridge, by interface name (\"invalid\" for a malformed call) and reply status."}, []string{"name", "status"}),
+	}
+	version := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "duilie_build_info",
+		Help: "duilie's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	reg.MustRegister(m.sent, m.delivered, m.settled, m.events, m.duration, m.lag, m.batch, m.inFlight, m.bridge, build,
+		&queueCollector{p: p}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, q := range consumers {
+		m.inFlight.WithLabelValues(q) // 0 from the start, not absent
+	}
+	return m
+}
+
+// observe counts one report.
+func (m *metrics) observe(r host.Report) {
+	switch r := r.(type) {
+	case *host.SendReport:
+		if r.Err == nil && r.Queue != "" {
+			m.sent.WithLabelValues(r.Queue).Add(float64(r.Messages))
+		}
+	case *host.StartReport:
+		m.inFlight.WithLabelValues(r.Queue).Inc()
+	case *host.EventReport:
+		kind := string(r.Kind)
+		m.events.WithLabelValues(kind, r.Queue, string(r.Outcome)).Inc()
+		m.duration.WithLabelValues(kind, r.Queue).Observe(r.Duration.Seconds())
+		for c, n := range r.BridgeCalls {
+			name := c.Name
+			if name == "" {
+				name = "invalid"
+			}
+			m.bridge.WithLabelValues(name, statusLabel(c.Status)).Add(float64(n))
+		}
+		if r.Kind != host.QueueEvent {
+			return
+		}
+		m.inFlight.WithLabelValues(r.Queue).Dec()
+		m.delivered.WithLabelValues(r.Queue).Add(float64(r.Batch))
+		m.batch.WithLabelValues(r.Queue).Observe(float64(r.Batch))
+		for _, msg := range r.Messages {
+			m.lag.WithLabelValues(r.Queue).Observe(msg.Lag.Seconds())
+			m.settle(r.Queue, msg)
+		}
+	case *host.SettleReport:
+		for _, msg := range r.Messages {
+			m.settle(r.Queue, msg)
+		}
+	}
+}
+
+func (m *metrics) settle(queue string, msg host.MessageReport) {
+	if result, ok := resultOf[msg.Action.Kind]; ok {
+		m.settled.WithLabelValues(queue, result).Inc()
+	}
+}
+
+func statusLabel(status int) string {
+	switch status {
+	case 200:
+		return "200"
+	case 400:
+		return "400"
+	case 500:
+		return "500"
+	}
+	return "other"
+}
+
+// queueCollector reports duilie_queue_messages from the platform's counts at each scrape.
+type queueCollector struct{ p platform.Platform }
+
+var queueDesc = prometheus.NewDesc("duilie_queue_messages",
+	"Messages in each queue now, by state: ready, delayed, in_flight.", []string{"queue", "state"}, nil)
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDesc }
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	st, ok := c.p.(platform.Stater)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(queueDesc, err)
+		return
+	}
+	for _, s := range stats {
+		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(s.Ready), s.Queue, string(platform.Ready))
+		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(s.Delayed), s.Queue, string(platform.Delayed))
+		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(s.InFlight), s.Queue, string(platform.InFlight))
+	}
+}

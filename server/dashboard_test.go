@@ -1,0 +1,380 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform/jetstream"
+	"github.com/duilie/duilie/platform/memory"
+)
+
+// scrape reads the dashboard's /metrics with Prometheus's own text parser.
+func scrape(t *testing.T, addr, token string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return fams
+}
+
+// value is the value of the family's metric with exactly these labels (a counter's or gauge's
+// value, a histogram's count), or -1 when there is none.
+func value(fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	f := fams[name]
+	if f == nil {
+		return -1
+	}
+next:
+	for _, m := range f.GetMetric() {
+		if len(m.GetLabel()) != len(labels) {
+			continue
+		}
+		for _, l := range m.GetLabel() {
+			if v, ok := labels[l.GetName()]; !ok || v != l.GetValue() {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return -1
+}
+
+func histogramSum(fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	for _, m := range fams[name].GetMetric() {
+		ok := len(m.GetLabel()) == len(labels)
+		for _, l := range m.GetLabel() {
+			ok = ok && labels[l.GetName()] == l.GetValue()
+		}
+		if ok && m.Histogram != nil {
+			return m.Histogram.GetSampleSum()
+		}
+	}
+	return -1
+}
+
+// /metrics after a known workload on the embedded engine: every count is what the workload did.
+func TestMetricsAfterWorkload(t *testing.T) {
+	t.Parallel()
+	type task struct {
+		Fail  int  `json:"fail"`  // retried while attempts < fail
+		Crash bool `json:"crash"` // the first delivery's event fails
+	}
+	handle := func(ev *duilie.Event) error {
+		b, err := duilie.ReadBatchOf[task](ev)
+		if err != nil {
+			return err
+		}
+		for i, m := range b.Messages {
+			switch {
+			case m.Body.Crash && m.Attempts == 1:
+				return errors.New("crash")
+			case m.Attempts < m.Body.Fail:
+				_ = duilie.Retry(ev, i, 0)
+			default:
+				_ = duilie.Ack(ev, i)
+			}
+		}
+		return nil
+	}
+	cc := host.DefaultConsumerConfig("jobs")
+	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue = 1, 0, 1, "jobs-dead"
+	srv, err := New(Config{
+		Permissions: host.Permissions{Queue: []string{"JOBS"}},
+		Bindings:    map[string]string{"JOBS": "jobs"},
+		Consumers:   []host.ConsumerConfig{cc},
+		Program: &Program{Queue: handle, Fetch: func(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+			body, _ := io.ReadAll(r.Body)
+			var send error
+			if body[0] == '[' {
+				send = duilie.SendBatch(ev, "JOBS", string(body))
+			} else {
+				send = duilie.Send(ev, "JOBS", string(body), 0)
+			}
+			if send != nil {
+				return send
+			}
+			w.WriteHeader(http.StatusAccepted)
+			return nil
+		}},
+		Listen:    "127.0.0.1:0",
+		Platform:  &jetstream.Config{DataDir: t.TempDir()},
+		Dashboard: DashboardConfig{Listen: "127.0.0.1:0"},
+		Logger:    quietLog(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+
+	// 9 messages in 7 fetch events: 5 that succeed, 2 retried once, 1 retried until it is
+	// dead-lettered, 1 whose first event fails.
+	for _, body := range []string{`[{"body":{}},{"body":{}},{"body":{}}]`, `{}`, `{}`, `{"fail":2}`, `{"fail":2}`, `{"fail":99}`, `{"crash":true}`} {
+		resp, err := http.Post("http://"+srv.FetchAddr()+"/", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 202 {
+			t.Fatalf("POST %s: %s", body, resp.Status)
+		}
+	}
+	addr := srv.DashboardAddr()
+	jobs := map[string]string{"queue": "jobs"}
+	var fams map[string]*dto.MetricFamily
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		fams = scrape(t, addr, "")
+		if value(fams, "duilie_messages_settled_total", map[string]string{"queue": "jobs", "result": "acked"}) == 8 &&
+			value(fams, "duilie_messages_settled_total", map[string]string{"queue": "jobs", "result": "dead_lettered"}) == 1 &&
+			value(fams, "duilie_consumer_batches_in_flight", jobs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the workload did not settle within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"duilie_messages_sent_total", jobs, 9},
+		{"duilie_messages_delivered_total", jobs, 13}, // 5 + 2×2 + 2 + 2
+		{"duilie_messages_settled_total", map[string]string{"queue": "jobs", "result": "acked"}, 8},
+		{"duilie_messages_settled_total", map[string]string{"queue": "jobs", "result": "retried"}, 4},
+		{"duilie_messages_settled_total", map[string]string{"queue": "jobs", "result": "dead_lettered"}, 1},
+		{"duilie_messages_settled_total", map[string]string{"queue": "jobs", "result": "dropped"}, -1},
+		{"duilie_events_total", map[string]string{"kind": "queue", "queue": "jobs", "outcome": "ok"}, 12},
+		{"duilie_events_total", map[string]string{"kind": "queue", "queue": "jobs", "outcome": "failed"}, 1},
+		{"duilie_events_total", map[string]string{"kind": "fetch", "queue": "", "outcome": "ok"}, 7},
+		{"duilie_event_duration_seconds", map[string]string{"kind": "queue", "queue": "jobs"}, 13},
+		{"duilie_delivery_lag_seconds", jobs, 13},
+		{"duilie_batch_messages", jobs, 13},
+		{"duilie_consumer_batches_in_flight", jobs, 0},
+		{"duilie_queue_messages", map[string]string{"queue": "jobs-dead", "state": "ready"}, 1},
+		{"duilie_queue_messages", map[string]string{"queue": "jobs", "state": "ready"}, 0},
+		{"duilie_queue_messages", map[string]string{"queue": "jobs", "state": "delayed"}, 0},
+		{"duilie_queue_messages", map[string]string{"queue": "jobs", "state": "in_flight"}, 0},
+	} {
+		if got := value(fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if sum := histogramSum(fams, "duilie_batch_messages", jobs); sum != 13 {
+		t.Errorf("duilie_batch_messages sum %v, want 13", sum)
+	}
+	if f := fams["duilie_build_info"]; f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge().GetValue() != 1 {
+		t.Errorf("duilie_build_info: %v", f)
+	}
+	// No label holds a message id or an error's text.
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if len(l.GetValue()) == 32 || strings.Contains(l.GetValue(), "crash") {
+					t.Errorf("%s has a high-cardinality label %s=%q", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// A dashboard beyond loopback refuses to start without its token; with one, every request
+// needs it, and an action from another origin is refused even with it.
+func TestDashboardToken(t *testing.T) { // not parallel: it sets an environment variable
+	base := Config{Platform: &memory.Config{}, Logger: quietLog()}
+	for _, c := range []struct {
+		dash DashboardConfig
+		want string
+	}{
+		{DashboardConfig{Listen: "0.0.0.0:0"}, `dashboard.listen = "0.0.0.0:0": is not a loopback address, so the dashboard needs a token: name the environment variable that holds it with dashboard.token_env`},
+		{DashboardConfig{Listen: "0.0.0.0:0", TokenEnv: "DUILIE_TEST_UNSET_TOKEN"}, `dashboard.token_env = "DUILIE_TEST_UNSET_TOKEN": names an environment variable that is unset or empty; the dashboard needs its token`},
+	} {
+		cfg := base
+		cfg.Dashboard = c.dash
+		_, err := New(cfg)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Error() != c.want {
+			t.Errorf("%+v: %v, want %q", c.dash, err, c.want)
+		}
+	}
+
+	t.Setenv("DUILIE_TEST_TOKEN", "s3cret")
+	cfg := base
+	cfg.Consumers = []host.ConsumerConfig{host.DefaultConsumerConfig("jobs")}
+	cfg.Program = &Program{Queue: func(ev *duilie.Event) error { return nil }}
+	cfg.Dashboard = DashboardConfig{Listen: "127.0.0.1:0", TokenEnv: "DUILIE_TEST_TOKEN"}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	url := "http://" + srv.DashboardAddr()
+	do := func(method, path, token, origin string) int {
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		method, path, token, origin string
+		want                        int
+	}{
+		{"POST", "/api/queues/jobs/pause", "", "", 403},
+		{"POST", "/api/queues/jobs/pause", "wrong", "", 403},
+		{"GET", "/", "", "", 403},
+		{"GET", "/metrics", "", "", 403},
+		{"GET", "/api/queues", "", "", 403},
+		{"POST", "/api/queues/jobs/pause", "s3cret", "http://evil.example", 403},
+		{"GET", "/metrics", "s3cret", "", 200},
+		{"POST", "/api/queues/jobs/pause", "s3cret", "", 200},
+		{"POST", "/api/queues/jobs/resume", "s3cret", url, 200},
+		{"GET", "/api/queues/jobs/pause", "s3cret", "", 405},
+		{"POST", "/api/queues/Not-A-Queue/pause", "s3cret", "", 400},
+		{"POST", "/api/queues/nowhere/pause", "s3cret", "", 404},
+		{"GET", "/api/queues/jobs/messages?state=gone", "s3cret", "", 400},
+	} {
+		if got := do(c.method, c.path, c.token, c.origin); got != c.want {
+			t.Errorf("%s %s token %q origin %q: %d, want %d", c.method, c.path, c.token, c.origin, got, c.want)
+		}
+	}
+	// The page's link with the token sets a cookie that later requests carry.
+	client := &http.Client{Jar: newJar()}
+	resp, err := client.Get(url + "/?token=s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "/static/app.js") {
+		t.Errorf("GET /?token=: %s %q", resp.Status, page)
+	}
+	resp, err = client.Get(url + "/api/queues")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	json.NewDecoder(resp.Body).Decode(&rows)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(rows) != 1 || rows[0]["queue"] != "jobs" {
+		t.Errorf("GET /api/queues with the cookie: %s %v", resp.Status, rows)
+	}
+}
+
+// Without a token the dashboard answers only requests addressed to a loopback name (no DNS
+// rebinding), and only same-origin actions.
+func TestDashboardLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	srv, err := New(Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: DashboardConfig{Listen: "127.0.0.1:0"},
+		Bindings: map[string]string{"JOBS": "jobs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	addr := srv.DashboardAddr()
+	do := func(method, path, hostHdr, origin, ctype, body string) (int, string) {
+		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+		if hostHdr != "" {
+			req.Host = hostHdr
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		method, path, host, origin, ctype, body string
+		want                                    int
+	}{
+		{"GET", "/api/queues", "evil.example:8789", "", "", "", 403},
+		{"GET", "/api/queues", "localhost:8789", "", "", "", 200},
+		{"POST", "/api/queues/jobs/pause", "", "http://evil.example", "application/json", "{}", 403},
+		{"POST", "/api/queues/jobs/pause", "", "http://" + addr, "text/plain", "{}", 415},
+		{"POST", "/api/queues/jobs/pause", "", "http://" + addr, "application/json", "{}", 200},
+		{"POST", "/api/queues/jobs/replay", "", "", "application/json", `{"bogus":1}`, 400},
+	} {
+		if got, body := do(c.method, c.path, c.host, c.origin, c.ctype, c.body); got != c.want {
+			t.Errorf("%s %s host %q origin %q: %d %s, want %d", c.method, c.path, c.host, c.origin, got, body, c.want)
+		}
+	}
+	// A test message goes through the interface's checks: the exact exception comes back.
+	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{"}`); code != 422 || body != `{"error":"消息体不是有效的 JSON 文字"}`+"\n" {
+		t.Errorf("send a bad body: %d %s", code, body)
+	}
+	// JOBS is configured but not permitted: the abort comes back.
+	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{}"}`); code != 422 || body != `{"error":"未授权的QUEUE绑定：JOBS"}`+"\n" {
+		t.Errorf("send through a binding not permitted: %d %s", code, body)
+	}
+}
+
+func newJar() http.CookieJar {
+	j, _ := cookiejar.New(nil)
+	return j
+}
