@@ -365,11 +365,11 @@ func TestDashboardLoopbackOnly(t *testing.T) {
 		}
 	}
 	// A test message goes through the interface's checks: the exact exception comes back.
-	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{"}`); code != 422 || body != `{"error":"消息体不是有效的 JSON 文字"}`+"\n" {
+	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{"}`); code != 200 || body != `{"sent":false,"binding":"JOBS","exception":"消息体不是有效的 JSON 文字"}`+"\n" {
 		t.Errorf("send a bad body: %d %s", code, body)
 	}
 	// JOBS is configured but not permitted: the abort comes back.
-	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{}"}`); code != 422 || body != `{"error":"未授权的QUEUE绑定：JOBS"}`+"\n" {
+	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{}"}`); code != 200 || body != `{"sent":false,"binding":"JOBS","exception":"未授权的QUEUE绑定：JOBS"}`+"\n" {
 		t.Errorf("send through a binding not permitted: %d %s", code, body)
 	}
 }

@@ -462,7 +462,8 @@ func (d *Dashboard) replay(ctx context.Context, q string, body []byte) (any, err
 }
 
 // send sends a test message through the interface: 发送队列消息 with the queue's first binding,
-// as a program would. The interface's exception or abort comes back verbatim.
+// as a program would. The interface's exception or abort comes back verbatim, with status 200:
+// the request did what it asked.
 func (d *Dashboard) send(ctx context.Context, q string, body []byte) (any, error) {
 	var req struct {
 		Body  string `json:"body"`
@@ -481,16 +482,22 @@ func (d *Dashboard) send(ctx context.Context, q string, body []byte) (any, error
 		return nil, &httpError{http.StatusConflict, "no binding sends to " + q + " ([[queues.producers]])"}
 	}
 	slices.Sort(bindings)
+	type result struct {
+		Sent      bool   `json:"sent"`
+		Binding   string `json:"binding"`
+		Exception string `json:"exception,omitempty"` // the interface's exception or abort, verbatim
+	}
 	if err := d.o.Send(ctx, bindings[0], req.Body, req.Delay); err != nil {
+		// The interface refusing a message is the answer to this request, not its failure.
 		var ex *host.Exception
 		var ab *host.Abort
 		switch {
 		case errors.As(err, &ex):
-			return nil, &httpError{http.StatusUnprocessableEntity, ex.Message}
+			return result{Binding: bindings[0], Exception: ex.Message}, nil
 		case errors.As(err, &ab):
-			return nil, &httpError{http.StatusUnprocessableEntity, ab.Reason}
+			return result{Binding: bindings[0], Exception: ab.Reason}, nil
 		}
 		return nil, err
 	}
-	return map[string]string{"binding": bindings[0]}, nil
+	return result{Sent: true, Binding: bindings[0]}, nil
 }

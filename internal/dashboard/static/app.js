@@ -34,7 +34,13 @@ async function api(path, opts = {}) {
 }
 
 const q = encodeURIComponent;
-const fmtTime = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").replace("Z", "") : "–");
+// Times in UTC, as the command line prints them: the date only when it is not today.
+function fmtTime(ms) {
+  if (!ms) return "–";
+  const iso = new Date(ms).toISOString();
+  const today = new Date().toISOString().slice(0, 10);
+  return (iso.slice(0, 10) === today ? "" : iso.slice(0, 10) + " ") + iso.slice(11, 23);
+}
 const fmtRate = (r) => (r >= 10 ? r.toFixed(0) : r.toFixed(1));
 function setStatus(text, bad) {
   const s = $("#status");
@@ -134,6 +140,7 @@ function queueView(name) {
   const state = el("select", { id: "state" }, ["", "ready", "delayed", "in_flight"].map((s) => el("option", { value: s }, s || "every state")));
   const msgBody = el("tbody");
   const more = el("button", { id: "more", disabled: true }, "next page");
+  const reload = el("button", { id: "refresh" }, "refresh");
   const viewerBox = el("div", { class: "card" }, el("p", { class: "muted" }, "Select a message to read its body."));
   const sendBody = el("textarea", { id: "send-body", spellcheck: "false" }, '{"hello":"duilie"}');
   const sendDelay = el("input", { id: "send-delay", type: "number", min: 0, max: 43200, value: 0 });
@@ -146,7 +153,7 @@ function queueView(name) {
     el("h2", {}, "Messages"),
     el("div", { class: "grid2" },
       el("div", { class: "card" },
-        el("div", { class: "actions" }, state, more),
+        el("div", { class: "actions" }, state, reload, more),
         el("table", { id: "messages" }, el("thead", {}, el("tr", {}, el("th", {}, ""), el("th", {}, "id"), el("th", {}, "state"),
           el("th", { class: "num" }, "attempts"), el("th", {}, "enqueued"), el("th", {}, "due / delivered"), el("th", {}, "body"))), msgBody)),
       viewerBox),
@@ -228,12 +235,18 @@ function queueView(name) {
   }
   state.addEventListener("change", () => loadMessages(true).catch((e) => setStatus(e.message, true)));
   more.addEventListener("click", () => loadMessages(false).catch((e) => setStatus(e.message, true)));
+  reload.addEventListener("click", () => loadMessages(true).catch((e) => setStatus(e.message, true)));
 
   async function send() {
     sendResult.className = "result";
     sendResult.textContent = "…";
     try {
       const out = await api("/api/queues/" + q(name) + "/send", { method: "POST", body: { body: sendBody.value, delay: Number(sendDelay.value) || 0 } });
+      if (!out.sent) {
+        sendResult.className = "result error";
+        sendResult.textContent = out.exception;
+        return;
+      }
       sendResult.className = "result done";
       sendResult.textContent = "sent through " + out.binding;
       await Promise.all([loadMessages(true), l.now()]);
@@ -259,7 +272,7 @@ function queueView(name) {
       el("td", { class: "mono" }, e.id), el("td", {}, fmtTime(e.start)),
       el("td", {}, el("span", { class: "badge " + e.outcome }, e.outcome)), el("td", { class: "num" }, e.batch || 0),
       el("td", { class: "num" }, e.acked), el("td", { class: "num" }, e.retried), el("td", { class: "num" }, e.dead_lettered),
-      el("td", { class: "num" }, e.duration_ms.toFixed(1) + " ms"), el("td", { class: "muted" }, e.error || ""))));
+      el("td", { class: "num" }, e.duration_ms.toFixed(1) + " ms"), el("td", { class: "muted wrap" }, e.error || ""))));
   }, 2000);
   loadMessages(true).catch((e) => setStatus(e.message, true));
   return { stop: l.stop };
