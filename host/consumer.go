@@ -241,7 +241,7 @@ func (h *Host) runBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 
 	start := time.Now()
 	stop := keepInFlight(ctx, c, live, h.ackWait(cc))
-	ev, s, failure := h.runQueueEvent(ctx, cc, live, handler)
+	ev, s, failure := h.runQueueEvent(ctx, cc, live, handler, true)
 	stop()
 	duration := time.Since(start)
 
@@ -271,13 +271,13 @@ func (h *Host) Deliver(ctx context.Context, cc ConsumerConfig, c platform.Consum
 // is made: settling the batch is the caller's. It is for tests of programs; adapters use
 // Deliver.
 func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, ds []platform.Delivery, handler Handler) (platform.Settlement, error) {
-	_, s, failure := h.runQueueEvent(ctx, cc, ds, handler)
+	_, s, failure := h.runQueueEvent(ctx, cc, ds, handler, false)
 	return s, failure
 }
 
-func (h *Host) runQueueEvent(ctx context.Context, cc ConsumerConfig, ds []platform.Delivery, handler Handler) (*Event, platform.Settlement, error) {
+func (h *Host) runQueueEvent(ctx context.Context, cc ConsumerConfig, ds []platform.Delivery, handler Handler, started bool) (*Event, platform.Settlement, error) {
 	b := event.NewBatch(cc.Queue, ds)
-	ev, failure := h.runEvent(ctx, QueueEvent, b, handler)
+	ev, failure := h.runEvent(ctx, QueueEvent, b, handler, started)
 	return ev, resolve(cc, h.caps, b, failure != nil), failure
 }
 

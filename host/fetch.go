@@ -39,7 +39,7 @@ func (h *Host) Fetch(handler FetchHandler) http.Handler {
 		ew := &eventWriter{w: w, header: http.Header{}}
 		ev, failure := h.runEvent(context.WithoutCancel(r.Context()), FetchEvent, nil, func(ev *Event) error {
 			return handler(ev, ew, r.WithContext(ev.Context()))
-		})
+		}, false)
 		status := ew.end()
 		switch {
 		case failure != nil && status == 0:

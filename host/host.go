@@ -186,19 +186,24 @@ func (rt *runtime) Sent(ev *Event, s event.Send) {
 // for the handler, whose later calls all return that abort. It is how code outside an HTTP
 // request (a command, a timer) sends: the handler calls duilie.Send.
 func (h *Host) Run(ctx context.Context, handler Handler) error {
-	_, err := h.runEvent(ctx, FetchEvent, nil, handler)
+	_, err := h.runEvent(ctx, FetchEvent, nil, handler, false)
 	return err
 }
 
 // runEvent runs handler as one event of kind with batch b, and returns the event (for its id)
-// and its failure. A queue event is reported as it starts.
-func (h *Host) runEvent(ctx context.Context, kind Kind, b *event.Batch, handler Handler) (*Event, error) {
+// and its failure. With started, a StartReport is observed as it starts (the caller then
+// observes its EventReport when it ends).
+func (h *Host) runEvent(ctx context.Context, kind Kind, b *event.Batch, handler Handler, started bool) (*Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.TimeLimit)
 	defer cancel()
 	defer context.AfterFunc(h.halt, cancel)()
 	ev := event.New(ctx, (*runtime)(h), kind, b)
-	if b != nil && h.cfg.Observer != nil {
-		h.observe(&StartReport{ID: ev.ID(), Kind: kind, Queue: b.Queue(), Batch: b.Len(), Start: time.Now()})
+	if started && h.cfg.Observer != nil {
+		r := &StartReport{ID: ev.ID(), Kind: kind, Start: time.Now()}
+		if b != nil {
+			r.Queue, r.Batch = b.Queue(), b.Len()
+		}
+		h.observe(r)
 	}
 	if h.halt.Err() != nil {
 		return ev, event.AbortWith(ev, AbortTimeLimit) // halted: no event runs any more

@@ -69,7 +69,9 @@ type EventReport struct {
 // reply's status (200, 400 for an exception, 500 for an abort).
 type BridgeCall = event.BridgeCall
 
-// StartReport is a queue event starting, once its batch has been taken from the platform.
+// StartReport is a queue event of the consumer runtime starting, once its batch has been taken
+// from the platform; its EventReport follows when it ends. (Host.RunBatch, whose caller settles,
+// reports neither.)
 type StartReport struct {
 	ID    string
 	Kind  Kind

@@ -62,23 +62,10 @@ func (d DashboardConfig) token() (string, error) {
 			return "", &platform.FieldError{Field: "TokenEnv", Rule: "names an environment variable that is unset or empty; the dashboard needs its token"}
 		}
 	}
-	if d.Listen != "" && token == "" && !loopbackListen(d.Listen) {
+	if d.Listen != "" && token == "" && !dashboard.Loopback(d.Listen) {
 		return "", &platform.FieldError{Field: "Listen", Rule: "is not a loopback address, so the dashboard needs a token: name the environment variable that holds it with dashboard.token_env"}
 	}
 	return token, nil
-}
-
-// loopbackListen reports whether a listen address is on loopback only.
-func loopbackListen(addr string) bool {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (c *checker) dashboard(cfg *Config, v any) {

@@ -255,21 +255,8 @@ func TestDashboardToken(t *testing.T) { // not parallel: it sets an environment 
 	defer srv.Shutdown(context.Background())
 	url := "http://" + srv.DashboardAddr()
 	do := func(method, path, token, origin string) int {
-		req, _ := http.NewRequest(method, url+path, strings.NewReader(`{}`))
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		if origin != "" {
-			req.Header.Set("Origin", origin)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		code, _ := request(t, method, url+path, `{}`, "Content-Type", "application/json", "Authorization", bearer(token), "Origin", origin)
+		return code
 	}
 	for _, c := range []struct {
 		method, path, token, origin string
@@ -331,23 +318,7 @@ func TestDashboardLoopbackOnly(t *testing.T) {
 	defer srv.Shutdown(context.Background())
 	addr := srv.DashboardAddr()
 	do := func(method, path, hostHdr, origin, ctype, body string) (int, string) {
-		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
-		if hostHdr != "" {
-			req.Host = hostHdr
-		}
-		if origin != "" {
-			req.Header.Set("Origin", origin)
-		}
-		if ctype != "" {
-			req.Header.Set("Content-Type", ctype)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return request(t, method, "http://"+addr+path, body, "Host", hostHdr, "Content-Type", ctype, "Origin", origin)
 	}
 	for _, c := range []struct {
 		method, path, host, origin, ctype, body string
@@ -377,4 +348,37 @@ func TestDashboardLoopbackOnly(t *testing.T) {
 func newJar() http.CookieJar {
 	j, _ := cookiejar.New(nil)
 	return j
+}
+
+// request makes one HTTP request with the headers given as name, value pairs ("Host" sets the
+// request's host; an empty value sets nothing) and returns its status and body.
+func request(t *testing.T, method, url, body string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		switch name, v := header[i], header[i+1]; {
+		case v == "":
+		case name == "Host":
+			req.Host = v
+		default:
+			req.Header.Set(name, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func bearer(token string) string {
+	if token == "" {
+		return ""
+	}
+	return "Bearer " + token
 }

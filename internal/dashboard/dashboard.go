@@ -147,7 +147,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
 	switch {
-	case d.o.Token == "" && !loopbackHost(r.Host):
+	case d.o.Token == "" && !Loopback(r.Host):
 		http.Error(w, "this dashboard answers only on a loopback address (it has no token)", http.StatusForbidden)
 		return
 	case d.o.Token != "" && !d.authorized(r):
@@ -180,8 +180,9 @@ func (d *Dashboard) authorized(r *http.Request) bool {
 	return r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("token")
 }
 
-// loopbackHost reports whether a Host header names a loopback address.
-func loopbackHost(hostport string) bool {
+// Loopback reports whether an address (a Host header, a listen address; with or without a port)
+// is a loopback one: localhost, or a loopback IP.
+func Loopback(hostport string) bool {
 	h, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		h = hostport
@@ -329,10 +330,8 @@ func (d *Dashboard) queueRows(ctx context.Context) ([]queueRow, error) {
 				n := byName[cc.DeadLetterQueue].Ready + byName[cc.DeadLetterQueue].Delayed
 				row.DeadLetters = &n
 			}
-			if cc.DeadLetterQueue == s.Queue {
-				row.Sources = append(row.Sources, cc.Queue)
-			}
 		}
+		row.Sources = d.sources(s.Queue)
 		for b, q := range d.o.Bindings {
 			if q == s.Queue {
 				row.Bindings = append(row.Bindings, b)
@@ -343,6 +342,17 @@ func (d *Dashboard) queueRows(ctx context.Context) ([]queueRow, error) {
 		rows[i] = row
 	}
 	return rows, nil
+}
+
+// sources are the queues whose consumers name dlq as their dead-letter queue.
+func (d *Dashboard) sources(dlq string) []string {
+	var out []string
+	for _, cc := range d.o.Consumers {
+		if cc.DeadLetterQueue == dlq {
+			out = append(out, cc.Queue)
+		}
+	}
+	return out
 }
 
 func (d *Dashboard) queues(w http.ResponseWriter, r *http.Request) {
@@ -446,12 +456,7 @@ func (d *Dashboard) replay(ctx context.Context, q string, body []byte) (any, err
 	}
 	to := req.To
 	if to == "" {
-		var sources []string
-		for _, cc := range d.o.Consumers {
-			if cc.DeadLetterQueue == q {
-				sources = append(sources, cc.Queue)
-			}
-		}
+		sources := d.sources(q)
 		if len(sources) != 1 {
 			return nil, badRequest("no single consumer names " + q + " as its dead-letter queue: say where to replay with \"to\"")
 		}
