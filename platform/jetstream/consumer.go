@@ -57,7 +57,8 @@ type consumer struct {
 	held   []*nats.Msg // fired before their due time (scheduleLead), by due time; handed over when due
 
 	fmu    sync.Mutex
-	flying map[uint64]flight // deliveries handed to the host and not yet settled, by stream sequence
+	flying map[uint64]flight  // deliveries handed to the host and not yet settled, by stream sequence
+	asked  *nats.Subscription // other processes' questions about flying
 
 	closeOnce sync.Once
 }
@@ -88,6 +89,12 @@ func newConsumer(ctx context.Context, q *queue, opts platform.ConsumerOptions) (
 	}
 	if c.confirms, err = newConfirmer(nc); err != nil {
 		c.sub.Unsubscribe()
+		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
+	}
+	// Operators in other processes ask what this one has in flight (operator.go).
+	if c.asked, err = nc.Subscribe(flightsSubject(q.name), c.answerFlights); err != nil {
+		c.sub.Unsubscribe()
+		c.confirms.close()
 		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
 	}
 	c.life, c.stop = context.WithCancel(context.Background())
@@ -623,6 +630,7 @@ func (c *consumer) Close() error {
 			_ = c.sub.Unsubscribe()
 		}
 		c.giveBack(left)
+		_ = c.asked.Unsubscribe()
 		c.confirms.close()
 		c.q.p.forget(c)
 	})

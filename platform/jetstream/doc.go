@@ -87,6 +87,16 @@
 // and retries), in_flight is the consumer's unacknowledged deliveries. The counts come from two
 // snapshots taken a moment apart, so under load they are approximate; at rest they are exact.
 //
+// # Operators
+//
+// The operator operations (platform.Operator) read a queue's stream a page at a time with
+// batched direct gets (the stream allows them), and tell a message's state from its subject and
+// the durable consumer's last delivered sequence (operator.go). A delivery's time and count are
+// known to the process that made it; another process asks for them on _DUILIE.flights.<queue>.
+// Pause is the durable consumer's pause, kept in its configuration across restarts. Move
+// publishes a copy (deduplicated by the original's sequence) and deletes the original once the
+// copy is stored.
+//
 // # Durability
 //
 // A send returns only once JetStream has stored the message, and an ack that Settle reports done

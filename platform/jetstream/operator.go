@@ -108,14 +108,81 @@ func (p *Platform) listing(ctx context.Context, queue string) (listing, error) {
 		return l, p.queueErr(queue, err)
 	}
 	ci, err := st.Consumer(ctx, consumerName)
+	pending := 0
 	switch {
 	case err == nil:
 		l.delivered = ci.CachedInfo().Delivered.Stream
+		pending = ci.CachedInfo().NumAckPending
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return l, fmt.Errorf("jetstream: queue %s: %w", queue, err)
 	}
 	l.flights = p.flights(queue)
+	if pending > len(l.flights) {
+		// Other processes (the serve a command is attached to, other serves of a cluster)
+		// hold deliveries: ask them.
+		p.gatherFlights(ctx, queue, l.flights)
+	}
 	return l, nil
+}
+
+// flightsSubject is where the processes consuming a queue answer what they have in flight. It
+// is outside duilie's stream subjects, so no stream stores the question.
+func flightsSubject(queue string) string { return "_DUILIE.flights." + queue }
+
+// flightsWait is how long a question about deliveries in flight waits for more answers after
+// the first; flightsTimeout, for any answer at all.
+const (
+	flightsWait    = 50 * time.Millisecond
+	flightsTimeout = 500 * time.Millisecond
+)
+
+// answerFlights answers a question about this consumer's deliveries in flight:
+// {"<stream sequence>":[<delivery time, Unix ms>,<JetStream's delivery count>],…}.
+func (c *consumer) answerFlights(m *nats.Msg) {
+	c.fmu.Lock()
+	out := make(map[string][2]int64, len(c.flying))
+	for seq, f := range c.flying {
+		out[strconv.FormatUint(seq, 10)] = [2]int64{f.at.UnixMilli(), int64(f.delivered)}
+	}
+	c.fmu.Unlock()
+	b, _ := json.Marshal(out)
+	_ = m.Respond(b)
+}
+
+// gatherFlights asks every process consuming the queue what it has in flight, and adds the
+// answers to flights. It is best effort: what no process answers within flightsTimeout stays
+// unknown (a message in flight is then listed without its delivery time).
+func (p *Platform) gatherFlights(ctx context.Context, queue string, flights map[uint64]flight) {
+	inbox := p.nc.NewInbox()
+	sub, err := p.nc.SubscribeSync(inbox)
+	if err != nil {
+		return
+	}
+	defer sub.Unsubscribe()
+	if err := p.nc.PublishRequest(flightsSubject(queue), inbox, nil); err != nil {
+		return
+	}
+	deadline := time.Now().Add(flightsTimeout)
+	for {
+		wait, cancel := context.WithDeadline(ctx, deadline)
+		m, err := sub.NextMsgWithContext(wait)
+		cancel()
+		if err != nil || m.Header.Get("Status") == "503" { // the end, or no process consumes the queue
+			return
+		}
+		var answer map[string][2]int64
+		if json.Unmarshal(m.Data, &answer) == nil {
+			for k, v := range answer {
+				if seq, err := strconv.ParseUint(k, 10, 64); err == nil {
+					if _, mine := flights[seq]; !mine {
+						flights[seq] = flight{at: time.UnixMilli(v[0]), delivered: int(v[1])}
+					}
+				}
+			}
+		}
+		// More processes may answer: wait a moment for them.
+		deadline = time.Now().Add(flightsWait)
+	}
 }
 
 func (p *Platform) queueErr(queue string, err error) error {
