@@ -89,7 +89,7 @@ type MoveOptions struct {
 // on it; its operations are those of Cloudflare's queue API where Cloudflare has one.
 //
 // Errors: ErrNoQueue for a queue the platform does not have, ErrNotFound for a message it
-// does not hold.
+// does not hold, ErrCursor for a cursor it did not make.
 type Operator interface {
 	// Browse lists a page of the queue's messages, oldest first, without loading the whole
 	// queue. A message may move between states while it is listed; a page shows each message
@@ -121,4 +121,5 @@ type Operator interface {
 var (
 	ErrNoQueue  = errors.New("no such queue")
 	ErrNotFound = errors.New("no such message")
+	ErrCursor   = errors.New("not a cursor of this platform") // BrowseOptions.Cursor is not a page's Next
 )

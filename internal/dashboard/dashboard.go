@@ -235,6 +235,8 @@ func (d *Dashboard) fail(w http.ResponseWriter, err error) {
 		status = he.status
 	case errors.Is(err, platform.ErrNoQueue), errors.Is(err, platform.ErrNotFound):
 		status = http.StatusNotFound
+	case errors.Is(err, platform.ErrCursor):
+		status = http.StatusBadRequest
 	case errors.Is(err, platform.ErrClosed):
 		status = http.StatusServiceUnavailable
 	default:
@@ -461,6 +463,12 @@ func (d *Dashboard) replay(ctx context.Context, q string, body []byte) (any, err
 			return nil, badRequest("no single consumer names " + q + " as its dead-letter queue: say where to replay with \"to\"")
 		}
 		to = sources[0]
+	}
+	if err := platform.CheckQueueName(to); err != nil {
+		return nil, badRequest(`"to": ` + err.Error())
+	}
+	if to == q {
+		return nil, badRequest(`"to" must be another queue than ` + q)
 	}
 	n, err := d.op.Move(ctx, q, to, platform.MoveOptions{IDs: req.IDs, Limit: req.Limit, Delay: time.Duration(req.Delay) * time.Second})
 	return map[string]any{"replayed": n, "to": to}, err

@@ -251,7 +251,7 @@ func (p *Platform) Browse(ctx context.Context, queue string, opts platform.Brows
 	if opts.Cursor != "" {
 		after, err := strconv.ParseUint(opts.Cursor, 10, 64)
 		if err != nil {
-			return page, fmt.Errorf("jetstream: cursor %q is not one of this platform's", opts.Cursor)
+			return page, fmt.Errorf("jetstream: cursor %q: %w", opts.Cursor, platform.ErrCursor)
 		}
 		from = after + 1
 	}

@@ -56,7 +56,7 @@ func (p *Platform) Browse(ctx context.Context, name string, opts platform.Browse
 	if opts.Cursor != "" {
 		var err error
 		if after, err = strconv.ParseUint(opts.Cursor, 10, 64); err != nil {
-			return page, fmt.Errorf("memory: cursor %q is not one of this platform's", opts.Cursor)
+			return page, fmt.Errorf("memory: cursor %q: %w", opts.Cursor, platform.ErrCursor)
 		}
 	}
 	limit := opts.PageLimit()

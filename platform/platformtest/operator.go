@@ -235,6 +235,9 @@ func testBrowsePages(t *testing.T, hn Harness) {
 	if err != nil || len(page.Messages) != 0 || page.Next != "" {
 		t.Errorf("no delayed messages: %+v, %v", page, err)
 	}
+	if _, err := op.Browse(e.ctx, queueName, platform.BrowseOptions{Cursor: "not a cursor"}); !errors.Is(err, platform.ErrCursor) {
+		t.Errorf("a cursor the platform did not make: %v, want ErrCursor", err)
+	}
 }
 
 // Get finds a message by id in any state; Delete removes it, and it is never delivered.
