@@ -103,18 +103,20 @@ type listing struct {
 // listing reads the queue's consumer state. It fails with ErrNoQueue when the stream is gone.
 func (p *Platform) listing(ctx context.Context, queue string) (listing, error) {
 	l := listing{queue: queue}
-	st, err := p.js.Stream(ctx, streamName(queue))
-	if err != nil {
-		return l, p.queueErr(queue, err)
-	}
-	ci, err := st.Consumer(ctx, consumerName)
+	// One request for the usual case, a queue that has its consumer; the stream is looked up
+	// only when it has none.
+	ci, err := p.js.Consumer(ctx, streamName(queue), consumerName)
 	pending := 0
 	switch {
 	case err == nil:
 		l.delivered = ci.CachedInfo().Delivered.Stream
 		pending = ci.CachedInfo().NumAckPending
-	case !errors.Is(err, jetstream.ErrConsumerNotFound):
-		return l, fmt.Errorf("jetstream: queue %s: %w", queue, err)
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		if _, err := p.js.Stream(ctx, streamName(queue)); err != nil {
+			return l, p.queueErr(queue, err)
+		}
+	default:
+		return l, p.queueErr(queue, err)
 	}
 	l.flights = p.flights(queue)
 	if pending > len(l.flights) {
@@ -269,7 +271,7 @@ func (p *Platform) Browse(ctx context.Context, queue string, opts platform.Brows
 	}
 	limit := opts.PageLimit()
 	var last uint64
-	err = p.each(ctx, l, filterOf(queue, opts.State), from, func(m storedMsg) bool {
+	err = p.each(ctx, l, filterOf(queue, opts.State), from, limit+1, func(m storedMsg) bool {
 		if opts.State == platform.InFlight && m.seq > l.delivered {
 			return false
 		}
@@ -288,10 +290,13 @@ func (p *Platform) Browse(ctx context.Context, queue string, opts platform.Brows
 }
 
 // each calls fn on the queue's stream messages matching filter from sequence from on, oldest
-// first, a batch at a time, until fn returns false or the stream ends.
-func (p *Platform) each(ctx context.Context, l listing, filter string, from uint64, fn func(storedMsg) bool) error {
+// first, a batch at a time, until fn returns false or the stream ends. The first batch asks for
+// first messages (a page needs no more when every message matches), the others for scanBatch.
+func (p *Platform) each(ctx context.Context, l listing, filter string, from uint64, first int, fn func(storedMsg) bool) error {
+	n := min(max(first, 1), scanBatch)
 	for {
-		ms, err := p.scan(ctx, l.queue, filter, from, scanBatch)
+		ms, err := p.scan(ctx, l.queue, filter, from, n)
+		n = scanBatch
 		if err != nil {
 			return fmt.Errorf("jetstream: %w", err)
 		}
@@ -311,7 +316,7 @@ func (p *Platform) each(ctx context.Context, l listing, filter string, from uint
 func (p *Platform) find(ctx context.Context, l listing, id string) (storedMsg, error) {
 	var found storedMsg
 	ok := false
-	err := p.each(ctx, l, filterOf(l.queue, ""), 1, func(m storedMsg) bool {
+	err := p.each(ctx, l, filterOf(l.queue, ""), 1, scanBatch, func(m storedMsg) bool {
 		if messageID(m.msg.Header, m.seq) == id {
 			found, ok = m, true
 			return false
@@ -425,7 +430,7 @@ func (p *Platform) Move(ctx context.Context, from, to string, opts platform.Move
 		return err
 	}
 	var ferr error
-	err = p.each(ctx, l, filterOf(from, ""), 1, func(m storedMsg) bool {
+	err = p.each(ctx, l, filterOf(from, ""), 1, scanBatch, func(m storedMsg) bool {
 		if opts.Limit > 0 && moved+len(batch) >= opts.Limit {
 			return false
 		}
