@@ -87,6 +87,8 @@ func newConsumer(ctx context.Context, q *queue, opts platform.ConsumerOptions) (
 	if c.sub, err = nc.SubscribeSync(c.inbox + ".*"); err != nil {
 		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
 	}
+	// Pull replies can arrive in bursts of the whole backlog; never drop them client-side.
+	_ = c.sub.SetPendingLimits(-1, -1)
 	if c.confirms, err = newConfirmer(nc); err != nil {
 		c.sub.Unsubscribe()
 		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
@@ -104,11 +106,11 @@ func newConsumer(ctx context.Context, q *queue, opts platform.ConsumerOptions) (
 // consumerConfig is the queue's durable consumer. The host pulls only what it can run
 // (max_batch_size × max_concurrency), so JetStream's own limit on unacknowledged messages is not
 // needed; retries with a delay are new scheduled messages and do not stay pending either.
-func consumerConfig(filter, queue string, ackWait time.Duration) jetstream.ConsumerConfig {
+func consumerConfig(queue string, ackWait time.Duration) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       consumerName,
 		Description:   "duilie consumer of queue " + queue,
-		FilterSubject: filter,
+		FilterSubject: readySubject(queue),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       ackWait,
 		MaxDeliver:    -1,
@@ -121,7 +123,7 @@ func consumerConfig(filter, queue string, ackWait time.Duration) jetstream.Consu
 // update keeps the consumer's pause (Platform.Pause): a consumer already as configured is left
 // untouched, so a pause made meanwhile is never undone.
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, queue string, ackWait time.Duration) error {
-	cfg := consumerConfig(readySubject(queue), queue, ackWait)
+	cfg := consumerConfig(queue, ackWait)
 	if c, err := js.Consumer(ctx, streamName(queue), consumerName); err == nil {
 		have := c.CachedInfo().Config
 		if have.AckWait == cfg.AckWait && have.FilterSubject == cfg.FilterSubject && have.MaxAckPending == cfg.MaxAckPending {

@@ -503,7 +503,7 @@ func (p *Platform) Pause(ctx context.Context, queue string) error {
 	}
 	_, err := p.js.PauseConsumer(ctx, streamName(queue), consumerName, pausedUntil())
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cfg := consumerConfig(readySubject(queue), queue, defaultAck)
+		cfg := consumerConfig(queue, defaultAck)
 		until := pausedUntil()
 		cfg.PauseUntil = &until
 		_, err = p.js.CreateOrUpdateConsumer(ctx, streamName(queue), cfg)
