@@ -84,9 +84,9 @@ type MoveOptions struct {
 
 // Operator is implemented by a platform whose queues an operator can inspect and change: list
 // and read messages by state, delete one, purge a queue, move messages to another queue (a
-// dead-letter queue back to its source), and pause and resume delivery. duilie's commands
-// (peek, replay, purge, delete, pause, resume), its dashboard and its Cloudflare API are built
-// on it; its operations are those of Cloudflare's queue API where Cloudflare has one.
+// dead-letter queue back to its source), pause and resume delivery, and delete a queue.
+// duilie's commands (peek, replay, purge, delete, pause, resume), its dashboard and its
+// Cloudflare API are built on it; its operations are those of Cloudflare's queue API where Cloudflare has one.
 //
 // Errors: ErrNoQueue for a queue the platform does not have, ErrNotFound for a message it
 // does not hold, ErrCursor for a cursor it did not make.
@@ -115,6 +115,11 @@ type Operator interface {
 	Pause(ctx context.Context, queue string) error
 	// Resume restarts delivery of a paused queue.
 	Resume(ctx context.Context, queue string) error
+	// DeleteQueue removes the queue and every message it holds, in every state. Its consumers
+	// deliver nothing of it any more: they stop (Receive returns ErrClosed) or, on a platform
+	// that creates queues on demand, wait on the queue created anew. A later Queue or Consume
+	// creates it anew, empty and not paused.
+	DeleteQueue(ctx context.Context, queue string) error
 }
 
 // Errors of an Operator.

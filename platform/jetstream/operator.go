@@ -561,3 +561,29 @@ func contentTypeOf(h nats.Header) platform.ContentType {
 	}
 	return platform.Bytes
 }
+
+// DeleteQueue closes this process's consumers of the queue, then deletes its stream, with its
+// messages and its durable consumer.
+func (p *Platform) DeleteQueue(ctx context.Context, queue string) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	if _, err := p.js.Stream(ctx, streamName(queue)); err != nil {
+		return p.queueErr(queue, err)
+	}
+	p.mu.Lock()
+	delete(p.queues, queue)
+	var cs []*consumer
+	for c := range p.consumers {
+		if c.q.name == queue {
+			cs = append(cs, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	if err := p.js.DeleteStream(ctx, streamName(queue)); err != nil {
+		return p.queueErr(queue, err)
+	}
+	return nil
+}

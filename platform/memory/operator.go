@@ -217,3 +217,20 @@ func (p *Platform) setPaused(name string, paused bool) error {
 	q.signal()
 	return nil
 }
+
+// DeleteQueue removes the queue and its messages. A consumer still receiving from it waits on
+// the queue created anew.
+func (p *Platform) DeleteQueue(ctx context.Context, name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q, err := p.existing(name)
+	if err != nil {
+		return err
+	}
+	for _, m := range slices.Clone(q.stored) {
+		q.remove(m)
+	}
+	delete(p.queues, name)
+	q.signal()
+	return nil
+}

@@ -31,6 +31,7 @@ func testOperator(t *testing.T, hn Harness) {
 		{"PauseResume", testPauseResume},
 		{"PauseKeptAcrossRestart", testPauseKeptAcrossRestart},
 		{"NoSuchQueue", testNoSuchQueue},
+		{"DeleteQueue", testDeleteQueue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -544,9 +545,54 @@ func testNoSuchQueue(t *testing.T, hn Harness) {
 	_, err4 := op.Purge(e.ctx, none)
 	err5 := op.Pause(e.ctx, none)
 	err6 := op.Resume(e.ctx, none)
-	for i, err := range []error{err1, err2, err3, err4, err5, err6} {
+	err7 := op.DeleteQueue(e.ctx, none)
+	for i, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
 		if !errors.Is(err, platform.ErrNoQueue) {
 			t.Errorf("operation %d on an unknown queue: %v, want ErrNoQueue", i+1, err)
 		}
+	}
+}
+
+// testDeleteQueue: a deleted queue is gone from the stats with its messages in every state, and
+// a queue of the same name created afterwards is empty and not paused.
+func testDeleteQueue(t *testing.T, hn Harness) {
+	e := newEnv(t, hn)
+	op := e.operator()
+	e.mustSend(`1`, `2`)
+	if err := e.send(`"delayed"`, 600); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Pause(e.ctx, queueName); err != nil {
+		t.Fatal(err)
+	}
+	e.waitListed(queueName, "", 3)
+	if err := op.DeleteQueue(e.ctx, queueName); err != nil {
+		t.Fatalf("DeleteQueue: %v", err)
+	}
+	for _, s := range e.allStats(t) {
+		if s.Queue == queueName {
+			t.Fatalf("stats still list the deleted queue: %+v", s)
+		}
+	}
+	if _, err := op.Browse(e.ctx, queueName, platform.BrowseOptions{}); !errors.Is(err, platform.ErrNoQueue) {
+		t.Errorf("Browse of the deleted queue: %v, want ErrNoQueue", err)
+	}
+	if err := op.DeleteQueue(e.ctx, queueName); !errors.Is(err, platform.ErrNoQueue) {
+		t.Errorf("DeleteQueue again: %v, want ErrNoQueue", err)
+	}
+	// A producer's queue is looked up again: the host's, cached, stays that of the deleted queue.
+	q, err := e.p.Queue(e.ctx, queueName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Send(e.ctx, []byte(`"anew"`), platform.SendOptions{ContentType: platform.JSON}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.consume(config(queueName), nil)
+	if m := c.next(10 * time.Second).batch.Messages; len(m) != 1 || string(m[0].Body) != `"anew"` {
+		t.Errorf("delivered %+v, want only the message sent after the delete", m)
+	}
+	if s := e.stats(queueName); s.Paused {
+		t.Errorf("the queue created anew is paused: %+v", s)
 	}
 }
