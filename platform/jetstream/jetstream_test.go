@@ -704,3 +704,30 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("released message came back as %+v", again[0].Message)
 	}
 }
+
+// TestDelayOfADay: a message delayed 86400 s (the longest delay of the Cloudflare API duilie
+// serves) is stored as a schedule due a day from now, and the stream keeps it that long.
+func TestDelayOfADay(t *testing.T) {
+	p := open(t, Config{})
+	q := queueOf(t, p, "day")
+	before := time.Now()
+	send(t, q, `"tomorrow"`, 86400)
+	page, err := p.Browse(context.Background(), "day", platform.BrowseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Messages) != 1 || page.Messages[0].State != platform.Delayed {
+		t.Fatalf("listed %+v, want one delayed message", page.Messages)
+	}
+	due := time.UnixMilli(page.Messages[0].Due)
+	if lo, hi := before.Add(86400*time.Second), time.Now().Add(86400*time.Second+time.Second); due.Before(lo) || due.After(hi) {
+		t.Errorf("due %v, want a day from the send", due)
+	}
+	st, err := p.js.Stream(context.Background(), streamName("day"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if age := st.CachedInfo().Config.MaxAge; age < 24*time.Hour+p.cfg.Retention {
+		t.Errorf("stream MaxAge %v would drop the schedule before it is due and retained", age)
+	}
+}

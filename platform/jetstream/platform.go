@@ -303,8 +303,9 @@ func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
 	}
 }
 
-// maxDelay is the longest send or retry delay of the interface (43200 s).
-const maxDelay = 12 * time.Hour
+// maxDelay is the longest send or retry delay a queue stores: the interface's own functions
+// allow 43200 s, Cloudflare's REST API served by duilie 86400 s (SPEC §14.5).
+const maxDelay = 24 * time.Hour
 
 // Consume starts delivering the named queue's messages, creating the queue if it is missing.
 // All Consumers of a queue, in this process or others on the same cluster, share one durable
