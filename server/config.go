@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/cfapi"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -239,7 +241,7 @@ func tomlValue(v any) string {
 
 func (c *checker) config(raw map[string]any) *Config {
 	cfg := &Config{File: c.file, Dir: c.dir, Bindings: map[string]string{}}
-	doc := c.table("", raw, "permissions", "queues", "app", "platform", "dashboard")
+	doc := c.table("", raw, "permissions", "queues", "app", "platform", "dashboard", "cloudflare_api")
 	c.permissions(cfg, doc["permissions"])
 	queues := c.table("queues", doc["queues"], "producers", "consumers")
 	c.producers(cfg, queues["producers"])
@@ -247,6 +249,7 @@ func (c *checker) config(raw map[string]any) *Config {
 	c.app(cfg, doc["app"])
 	c.platform(cfg, doc["platform"])
 	c.dashboard(cfg, doc["dashboard"])
+	c.cloudflareTable(cfg, doc["cloudflare_api"])
 	return cfg
 }
 
@@ -414,4 +417,38 @@ func (cfg *Config) checkApp(file map[string]any) error {
 func validPort(p string) bool {
 	n, err := strconv.Atoi(p)
 	return err == nil && n >= 0 && n <= 65535
+}
+
+func (c *checker) cloudflareTable(cfg *Config, v any) {
+	t := c.table("cloudflare_api", v, keys(CloudflareAPI{})...)
+	bad := c.decode("cloudflare_api", t, &cfg.CloudflareAPI)
+	c.cloudflare(cfg, t, bad, nil)
+}
+
+// cloudflare checks the settings of Cloudflare's API ([cloudflare_api]), the http_pull
+// consumers and the delivery delays. t is the table read from a file, or nil for settings made
+// in Go; bad lists the fields whose values had the wrong type already.
+func (c *checker) cloudflare(cfg *Config, t map[string]any, bad map[string]bool, getenv func(string) string) {
+	api := &cfg.CloudflareAPI
+	c.invalid("cloudflare_api", t, api, api.check(getenv), bad)
+	if len(api.PullConsumers) > 0 && api.Listen == "" && len(bad) == 0 {
+		c.badKey("cloudflare_api.listen", "missing; the http_pull consumers ("+api.PullConsumers[0].Queue+", …) are pulled over Cloudflare's API, which it serves")
+	}
+	programs := map[string]bool{}
+	for _, cc := range cfg.Consumers {
+		programs[cc.Queue] = true
+	}
+	for i, pc := range api.PullConsumers {
+		table := fmt.Sprintf("cloudflare_api.pull_consumers[%d]", i)
+		c.invalid(table, nil, pc, pc.Validate(), nil)
+		if programs[pc.Queue] {
+			c.bad(table+".queue", pc.Queue, "has a consumer already; a queue has one consumer")
+		}
+		programs[pc.Queue] = true
+	}
+	for _, q := range slices.Sorted(maps.Keys(cfg.DeliveryDelays)) {
+		if d := cfg.DeliveryDelays[q]; d < 0 || d > cfapi.MaxDelaySeconds {
+			c.bad("queues.producers.delivery_delay", int64(d), "must be 0–86400 (seconds), for queue "+q)
+		}
+	}
 }

@@ -57,6 +57,18 @@ func dumpConfig(t *testing.T, c *Config) string {
 	fmt.Fprintf(&b, "app: command=%q listen=%q time_limit=%v shutdown_grace=%s\n", c.Command, c.Listen, c.TimeLimit, grace)
 	fmt.Fprintf(&b, "platform: %s %+v\n", c.Platform.Kind(), c.Platform)
 	fmt.Fprintf(&b, "dashboard: listen=%q token_env=%q\n", c.Dashboard.Listen, c.Dashboard.TokenEnv)
+	if c.Name != "" {
+		fmt.Fprintf(&b, "name: %q\n", c.Name)
+	}
+	if len(c.DeliveryDelays) > 0 {
+		fmt.Fprintf(&b, "delivery_delays: %v\n", c.DeliveryDelays)
+	}
+	if api := c.CloudflareAPI; api.Listen != "" || len(api.PullConsumers) > 0 {
+		fmt.Fprintf(&b, "cloudflare_api: listen=%q account_id=%q token_env=%q\n", api.Listen, api.AccountID, api.TokenEnv)
+		for _, pc := range api.PullConsumers {
+			fmt.Fprintf(&b, "pull consumer: %+v\n", pc)
+		}
+	}
 	return strings.ReplaceAll(b.String(), dir, "$DIR")
 }
 

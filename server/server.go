@@ -53,6 +53,7 @@ import (
 
 	"github.com/duilie/duilie/bridge"
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/cfapi"
 	"github.com/duilie/duilie/platform"
 
 	// The platforms duilie.toml can name.
@@ -98,6 +99,16 @@ type Config struct {
 
 	// Dashboard is the web dashboard and /metrics ([dashboard]); the zero value has none.
 	Dashboard DashboardConfig
+	// DeliveryDelays delays every message sent to a queue without a delay of its own, in
+	// seconds (0–86400) by queue name: wrangler's delivery_delay of a producer, Cloudflare's
+	// delivery_delay of a queue.
+	DeliveryDelays map[string]int
+	// CloudflareAPI serves Cloudflare's Queues REST API ([cloudflare_api]); the zero value
+	// serves none.
+	CloudflareAPI CloudflareAPI
+	// Name names the program where Cloudflare's API shows a Worker script (a wrangler file's
+	// name); "" means "duilie".
+	Name string
 
 	// Observers each receive every report (see host.Observer).
 	Observers []host.Observer
@@ -129,10 +140,24 @@ type Server struct {
 	addr     string // the fetch listener's address, "" for none
 	dashSrv  *http.Server
 	dashAddr string // the dashboard's address, "" for none
+	api      *cfapi.API
+	apiSrv   *http.Server
+	apiAddr  string // the Cloudflare API's address, "" for none
 
+	consumeCtx    context.Context
 	stopConsuming context.CancelFunc
 	consumers     sync.WaitGroup
-	fatal         chan error // every consumer stopped on its own
+	fatal         chan error // every configured consumer stopped on its own
+
+	cmu     sync.Mutex
+	running map[string]*running // program consumers, by queue
+	failed  []error             // configured consumers that stopped on their own
+}
+
+// running is a program consumer that runs.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // New checks cfg and makes a Server; nothing runs until Start. Mistakes are a *ConfigError.
@@ -186,6 +211,7 @@ func (cfg *Config) check() error {
 	c.invalid("platform", nil, cfg.Platform, cfg.Platform.Validate(), nil)
 	_, tokenErr := cfg.Dashboard.token()
 	c.invalid("dashboard", nil, cfg.Dashboard, errors.Join(cfg.Dashboard.Validate(), tokenErr), nil)
+	c.cloudflare(cfg, nil, nil, os.Getenv)
 	c.program(cfg)
 	if len(c.mistakes) > 0 {
 		return &ConfigError{c.mistakes}
@@ -252,6 +278,12 @@ func (cfg *Config) Queues() []string {
 			names = append(names, cc.DeadLetterQueue)
 		}
 	}
+	for _, pc := range cfg.CloudflareAPI.PullConsumers {
+		names = append(names, pc.Queue)
+		if pc.DeadLetterQueue != "" {
+			names = append(names, pc.DeadLetterQueue)
+		}
+	}
 	slices.Sort(names)
 	return slices.Compact(names)
 }
@@ -310,7 +342,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		observers = append(observers, dash.Observe)
 	}
 	s.h, err = host.New(host.Config{
-		Platform:    s.p,
+		Platform:    delaying{s.p, s.deliveryDelay},
 		Permissions: cfg.Permissions,
 		Bindings:    cfg.Bindings,
 		TimeLimit:   cfg.TimeLimit,
@@ -330,6 +362,19 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			s.run.close()
+		}
+	}()
+
+	// Consumers stop on their own context, not ctx, so that the grace period is ours to run.
+	s.consumeCtx, s.stopConsuming = context.WithCancel(context.WithoutCancel(ctx))
+	s.fatal = make(chan error, 1)
+	s.running = map[string]*running{}
+	if err := s.startCloudflareAPI(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			s.stopAPI(context.Background())
 		}
 	}()
 
@@ -357,35 +402,89 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	// Consumers stop on their own context, not ctx, so that the grace period is ours to run.
-	var consumeCtx context.Context
-	consumeCtx, s.stopConsuming = context.WithCancel(context.WithoutCancel(ctx))
-	s.fatal = make(chan error, 1)
-	var (
-		failedMu sync.Mutex
-		failed   []error
-	)
 	for _, cc := range cfg.Consumers {
-		s.consumers.Go(func() {
-			err := s.h.Consume(consumeCtx, cc, s.run.queue)
-			if err == nil {
-				return
-			}
-			failedMu.Lock()
-			defer failedMu.Unlock()
-			if failed = append(failed, err); len(failed) == len(cfg.Consumers) {
-				s.fatal <- fmt.Errorf("no consumer is left: %w", errors.Join(failed...))
-			}
-		})
-		attrs := []any{"queue", cc.Queue, "max_batch_size", cc.MaxBatchSize, "max_batch_timeout", cc.MaxBatchTimeout.String(),
-			"max_retries", cc.MaxRetries, "retry_delay", cc.RetryDelay.String(), "max_concurrency", cc.MaxConcurrency}
-		if cc.DeadLetterQueue != "" {
-			attrs = append(attrs, "dead_letter_queue", cc.DeadLetterQueue)
+		if err := s.consume(cc, true); err != nil {
+			return err
 		}
-		log.Info("consuming", attrs...)
 	}
 	log.Info("serving", "program", s.run.what, "time_limit", cfg.TimeLimit.String(), "config", cfg.File)
 	return nil
+}
+
+// consume starts the queue's program consumer. A configured consumer that stops on its own
+// counts toward Failed; one started over Cloudflare's API only logs why it stopped.
+func (s *Server) consume(cc host.ConsumerConfig, configured bool) error {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if _, ok := s.running[cc.Queue]; ok {
+		return fmt.Errorf("queue %s has a consumer already", cc.Queue)
+	}
+	ctx, cancel := context.WithCancel(s.consumeCtx)
+	r := &running{cancel: cancel, done: make(chan struct{})}
+	s.running[cc.Queue] = r
+	s.consumers.Go(func() {
+		defer close(r.done)
+		err := s.h.Consume(ctx, cc, s.run.queue)
+		if err == nil || !configured {
+			return
+		}
+		s.cmu.Lock()
+		defer s.cmu.Unlock()
+		if s.failed = append(s.failed, err); len(s.failed) == len(s.cfg.Consumers) {
+			s.fatal <- fmt.Errorf("no consumer is left: %w", errors.Join(s.failed...))
+		}
+	})
+	attrs := []any{"queue", cc.Queue, "max_batch_size", cc.MaxBatchSize, "max_batch_timeout", cc.MaxBatchTimeout.String(),
+		"max_retries", cc.MaxRetries, "retry_delay", cc.RetryDelay.String(), "max_concurrency", cc.MaxConcurrency}
+	if cc.DeadLetterQueue != "" {
+		attrs = append(attrs, "dead_letter_queue", cc.DeadLetterQueue)
+	}
+	s.log.Info("consuming", attrs...)
+	return nil
+}
+
+// startConsumer starts a program consumer that the configuration does not name.
+func (s *Server) startConsumer(cc host.ConsumerConfig) error { return s.consume(cc, false) }
+
+// stopConsumer stops the queue's program consumer and waits, until ctx ends, for its running
+// events to be settled.
+func (s *Server) stopConsumer(ctx context.Context, queue string) error {
+	s.cmu.Lock()
+	r, ok := s.running[queue]
+	delete(s.running, queue)
+	s.cmu.Unlock()
+	if !ok {
+		return nil
+	}
+	r.cancel()
+	select {
+	case <-r.done:
+		s.log.Info("stopped consuming", "queue", queue)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// deliveryDelay is the queue's delivery delay: the API's (which starts from the configured
+// one and changes with settings.delivery_delay), or the configured one.
+func (s *Server) deliveryDelay(queue string) int {
+	if s.api != nil {
+		return s.api.DeliveryDelay(queue)
+	}
+	return s.cfg.DeliveryDelays[queue]
+}
+
+// stopAPI stops serving Cloudflare's API and its http_pull consumers.
+func (s *Server) stopAPI(ctx context.Context) {
+	if s.apiSrv != nil {
+		if err := s.apiSrv.Shutdown(ctx); err != nil {
+			_ = s.apiSrv.Close()
+		}
+	}
+	if s.api != nil {
+		s.api.Close()
+	}
 }
 
 // Failed is sent an error, once, when every consumer has stopped on its own (its platform
@@ -429,6 +528,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.stopped = true
 	s.stopConsuming()
+	s.stopAPI(ctx)
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
