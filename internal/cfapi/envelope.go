@@ -93,6 +93,9 @@ func fail(w http.ResponseWriter, err error) {
 	if !errors.As(err, &ae) {
 		ae = &apiError{http.StatusInternalServerError, 10001, "Internal error: " + err.Error()}
 	}
+	if ae.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1") // back off a second, as Cloudflare's rate limits ask
+	}
 	write(w, ae.status, envelope{Errors: []errorInfo{{ae.code, ae.message}}, Messages: []string{}})
 }
 

@@ -18,6 +18,7 @@ import (
 // TestQueues: list (configured queues included, with result_info), create, get, update, edit
 // and delete, with stable 32-hex ids.
 func TestQueues(t *testing.T) {
+	t.Parallel()
 	e := start(t, server.Config{
 		Permissions: host.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},
@@ -110,6 +111,7 @@ func TestQueues(t *testing.T) {
 // TestAuthAndRoutes: without the bearer token, 403 with Cloudflare's code 10000; malformed
 // and unknown ids; unknown routes.
 func TestAuthAndRoutes(t *testing.T) {
+	t.Parallel()
 	e := start(t, server.Config{})
 	list := "/accounts/" + account + "/queues"
 	for _, auth := range []string{"", "Bearer wrong", "Basic " + token, token} {
