@@ -35,7 +35,8 @@ type ConfigError struct {
 func (e *ConfigError) Error() string { return strings.Join(e.Mistakes, "\n") }
 
 // LoadConfig reads and checks the configuration file at path (SPEC §13): duilie.toml, modelled
-// on wrangler's. Relative paths in it are relative to its directory, unknown keys are
+// on wrangler's, or a Worker project's wrangler.toml, wrangler.json or wrangler.jsonc read as
+// it is (see IsWranglerFile). Relative paths in it are relative to its directory, unknown keys are
 // mistakes, and a setting a key leaves out gets its default. A file that is missing,
 // unreadable, not TOML, or has any mistake is a *ConfigError listing every mistake.
 func LoadConfig(path string) (*Config, error) {
@@ -53,6 +54,9 @@ func LoadConfig(path string) (*Config, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, &ConfigError{[]string{path + ": " + err.Error()}}
+	}
+	if IsWranglerFile(path) {
+		return parseWrangler(path, filepath.Dir(abs), text)
 	}
 	return ParseConfig(path, filepath.Dir(abs), text)
 }
@@ -81,6 +85,7 @@ func ParseConfig(file, dir string, text []byte) (*Config, error) {
 type checker struct {
 	file     string
 	dir      string
+	ns       string // where duilie's own tables are: "" in duilie.toml, "duilie." in a wrangler file
 	mistakes []string
 }
 
@@ -254,7 +259,7 @@ func (c *checker) config(raw map[string]any) *Config {
 }
 
 func (c *checker) permissions(cfg *Config, v any) {
-	t := c.table("permissions", v, "QUEUE")
+	t := c.table(c.ns+"permissions", v, "QUEUE")
 	q, present := t["QUEUE"]
 	if !present {
 		return
@@ -262,12 +267,12 @@ func (c *checker) permissions(cfg *Config, v any) {
 	const allowed = "must be an array of binding names, like [\"PAGE_QUEUE\"]"
 	list, ok := q.([]any)
 	if !ok {
-		c.bad("permissions.QUEUE", q, allowed)
+		c.bad(c.ns+"permissions.QUEUE", q, allowed)
 		return
 	}
 	seen := map[string]int{}
 	for i, e := range list {
-		key := fmt.Sprintf("permissions.QUEUE[%d]", i)
+		key := c.ns + fmt.Sprintf("permissions.QUEUE[%d]", i)
 		s, ok := e.(string)
 		switch {
 		case !ok || s == "":
@@ -325,30 +330,44 @@ func (c *checker) producers(cfg *Config, v any) {
 func (c *checker) consumers(cfg *Config, v any) {
 	first := map[string]int{}
 	for i, t := range c.tables("queues.consumers", v) {
-		table := fmt.Sprintf("queues.consumers[%d]", i)
-		t = c.table(table, t, keys(host.ConsumerConfig{})...)
-		cc := host.DefaultConsumerConfig("")
-		bad := c.decode(table, t, &cc)
-		c.invalid(table, t, cc, cc.Validate(), bad)
-		if cc.Queue == "" || platform.CheckQueueName(cc.Queue) != nil {
-			continue
-		}
-		if j, dup := first[cc.Queue]; dup {
-			c.bad(table+".queue", cc.Queue, fmt.Sprintf("has a consumer already (queues.consumers[%d]); a queue has one consumer", j))
-			continue
-		}
-		first[cc.Queue] = i
-		if cc.Validate() == nil {
-			cfg.Consumers = append(cfg.Consumers, cc)
-		}
+		c.consumer(cfg, i, t, first)
 	}
 }
 
+// consumer reads queues.consumers[i]; first records the table of each queue's consumer.
+func (c *checker) consumer(cfg *Config, i int, t map[string]any, first map[string]int) {
+	table := fmt.Sprintf("queues.consumers[%d]", i)
+	t = c.table(table, t, keys(host.ConsumerConfig{})...)
+	cc := host.DefaultConsumerConfig("")
+	bad := c.decode(table, t, &cc)
+	c.invalid(table, t, cc, cc.Validate(), bad)
+	if !c.firstConsumer(table, cc.Queue, i, first) {
+		return
+	}
+	if cc.Validate() == nil {
+		cfg.Consumers = append(cfg.Consumers, cc)
+	}
+}
+
+// firstConsumer records queues.consumers[i] as queue's consumer, or a mistake if the queue
+// has one already. It reports whether the name is a queue's that had none.
+func (c *checker) firstConsumer(table, queue string, i int, first map[string]int) bool {
+	if queue == "" || platform.CheckQueueName(queue) != nil {
+		return false
+	}
+	if j, dup := first[queue]; dup {
+		c.bad(table+".queue", queue, fmt.Sprintf("has a consumer already (queues.consumers[%d]); a queue has one consumer", j))
+		return false
+	}
+	first[queue] = i
+	return true
+}
+
 func (c *checker) app(cfg *Config, v any) {
-	t := c.table("app", v, keys(Config{})...)
+	t := c.table(c.ns+"app", v, keys(Config{})...)
 	cfg.TimeLimit, cfg.ShutdownGrace = host.DefaultTimeLimit, DefaultShutdownGrace
-	bad := c.decode("app", t, cfg)
-	c.invalid("app", t, cfg, cfg.checkApp(t), bad)
+	bad := c.decode(c.ns+"app", t, cfg)
+	c.invalid(c.ns+"app", t, cfg, cfg.checkApp(t), bad)
 	if g, ok := t["shutdown_grace_ms"].(int64); ok && g == 0 {
 		cfg.ShutdownGrace = NoShutdownGrace // the file's "none"; 0 in Go is the default
 	}
@@ -363,18 +382,18 @@ func (c *checker) platform(cfg *Config, v any) {
 			kind = s
 		}
 		if _, err := platform.NewConfig(kind); !ok || err != nil {
-			c.bad("platform.kind", k, "must be one of "+quoteAll(platform.Kinds()))
+			c.bad(c.ns+"platform.kind", k, "must be one of "+quoteAll(platform.Kinds()))
 			kind = platform.DefaultKind
 		}
 	}
 	pc, err := platform.NewConfig(kind)
 	if err != nil {
-		c.badKey("platform", err.Error()) // the default driver is always linked in
+		c.badKey(c.ns+"platform", err.Error()) // the default driver is always linked in
 		return
 	}
-	t = c.table("platform", v, append([]string{"kind"}, keys(pc)...)...)
-	bad := c.decode("platform", t, pc)
-	c.invalid("platform", t, pc, pc.Validate(), bad)
+	t = c.table(c.ns+"platform", v, append([]string{"kind"}, keys(pc)...)...)
+	bad := c.decode(c.ns+"platform", t, pc)
+	c.invalid(c.ns+"platform", t, pc, pc.Validate(), bad)
 	cfg.Platform = pc
 }
 
@@ -420,8 +439,8 @@ func validPort(p string) bool {
 }
 
 func (c *checker) cloudflareTable(cfg *Config, v any) {
-	t := c.table("cloudflare_api", v, keys(CloudflareAPI{})...)
-	bad := c.decode("cloudflare_api", t, &cfg.CloudflareAPI)
+	t := c.table(c.ns+"cloudflare_api", v, keys(CloudflareAPI{})...)
+	bad := c.decode(c.ns+"cloudflare_api", t, &cfg.CloudflareAPI)
 	c.cloudflare(cfg, t, bad, nil)
 }
 
@@ -430,16 +449,16 @@ func (c *checker) cloudflareTable(cfg *Config, v any) {
 // in Go; bad lists the fields whose values had the wrong type already.
 func (c *checker) cloudflare(cfg *Config, t map[string]any, bad map[string]bool, getenv func(string) string) {
 	api := &cfg.CloudflareAPI
-	c.invalid("cloudflare_api", t, api, api.check(getenv), bad)
+	c.invalid(c.ns+"cloudflare_api", t, api, api.check(getenv), bad)
 	if len(api.PullConsumers) > 0 && api.Listen == "" && len(bad) == 0 {
-		c.badKey("cloudflare_api.listen", "missing; the http_pull consumers ("+api.PullConsumers[0].Queue+", …) are pulled over Cloudflare's API, which it serves")
+		c.badKey(c.ns+"cloudflare_api.listen", "missing; the http_pull consumers ("+api.PullConsumers[0].Queue+", …) are pulled over Cloudflare's API, which it serves")
 	}
 	programs := map[string]bool{}
 	for _, cc := range cfg.Consumers {
 		programs[cc.Queue] = true
 	}
 	for i, pc := range api.PullConsumers {
-		table := fmt.Sprintf("cloudflare_api.pull_consumers[%d]", i)
+		table := c.ns + fmt.Sprintf("cloudflare_api.pull_consumers[%d]", i)
 		c.invalid(table, nil, pc, pc.Validate(), nil)
 		if programs[pc.Queue] {
 			c.bad(table+".queue", pc.Queue, "has a consumer already; a queue has one consumer")

@@ -70,9 +70,9 @@ func (d DashboardConfig) token() (string, error) {
 
 func (c *checker) dashboard(cfg *Config, v any) {
 	cfg.Dashboard = DefaultDashboard()
-	t := c.table("dashboard", v, keys(DashboardConfig{})...)
-	bad := c.decode("dashboard", t, &cfg.Dashboard)
-	c.invalid("dashboard", t, cfg.Dashboard, cfg.Dashboard.Validate(), bad)
+	t := c.table(c.ns+"dashboard", v, keys(DashboardConfig{})...)
+	bad := c.decode(c.ns+"dashboard", t, &cfg.Dashboard)
+	c.invalid(c.ns+"dashboard", t, cfg.Dashboard, cfg.Dashboard.Validate(), bad)
 }
 
 // newDashboard makes the dashboard of a server about to start, or nil when it has none.

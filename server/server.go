@@ -110,6 +110,9 @@ type Config struct {
 	// name); "" means "duilie".
 	Name string
 
+	wrangler bool     // read from a wrangler file: duilie's own tables are under duilie
+	ignored  []string // the wrangler file's keys that do not concern queues
+
 	// Observers each receive every report (see host.Observer).
 	Observers []host.Observer
 	// Logger receives the server's log lines, one per event; nil means slog.Default().
@@ -188,6 +191,9 @@ func New(cfg Config) (*Server, error) {
 // settings already, and they pass again) and in what the program can run.
 func (cfg *Config) check() error {
 	c := &checker{file: cfg.File, dir: cfg.Dir}
+	if cfg.wrangler {
+		c.ns = "duilie."
+	}
 	for b := range cfg.Bindings {
 		if b == "" {
 			c.badKey("queues.producers", "a binding must have a name")
@@ -207,10 +213,10 @@ func (cfg *Config) check() error {
 		}
 		seen[cc.Queue] = true
 	}
-	c.invalid("app", nil, cfg, cfg.checkApp(nil), nil)
-	c.invalid("platform", nil, cfg.Platform, cfg.Platform.Validate(), nil)
+	c.invalid(c.ns+"app", nil, cfg, cfg.checkApp(nil), nil)
+	c.invalid(c.ns+"platform", nil, cfg.Platform, cfg.Platform.Validate(), nil)
 	_, tokenErr := cfg.Dashboard.token()
-	c.invalid("dashboard", nil, cfg.Dashboard, errors.Join(cfg.Dashboard.Validate(), tokenErr), nil)
+	c.invalid(c.ns+"dashboard", nil, cfg.Dashboard, errors.Join(cfg.Dashboard.Validate(), tokenErr), nil)
 	c.cloudflare(cfg, nil, nil, os.Getenv)
 	c.program(cfg)
 	if len(c.mistakes) > 0 {
@@ -223,13 +229,13 @@ func (cfg *Config) check() error {
 func (c *checker) program(cfg *Config) {
 	if cfg.Program == nil {
 		if len(cfg.Command) == 0 && (len(cfg.Consumers) > 0 || cfg.Listen != "") {
-			c.badKey("app.command", "missing; serve runs it for every queue event (queues.consumers) and fetch event (app.listen)")
+			c.badKey(c.ns+"app.command", "missing; serve runs it for every queue event (queues.consumers) and fetch event (app.listen)")
 		}
 		if len(cfg.Command) > 0 && cfg.Command[0] != "" {
 			// A command that cannot start would fail every event and spend every message's
 			// retries in moments: refuse to serve instead.
 			if err := findCommand(cfg.Command[0], cfg.Dir); err != nil {
-				c.bad("app.command", cfg.Command[0], err.Error())
+				c.bad(c.ns+"app.command", cfg.Command[0], err.Error())
 			}
 		}
 		return
@@ -238,7 +244,7 @@ func (c *checker) program(cfg *Config) {
 		c.badKey("queues.consumers", "this program has no queue handler (Program.Queue) to run their batches")
 	}
 	if cfg.Program.Fetch == nil && cfg.Listen != "" {
-		c.badKey("app.listen", "this program has no fetch handler (Program.Fetch) to run HTTP requests")
+		c.badKey(c.ns+"app.listen", "this program has no fetch handler (Program.Fetch) to run HTTP requests")
 	}
 }
 
@@ -302,6 +308,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.started = true
 	cfg, log := &s.cfg, s.log
+	if len(cfg.ignored) > 0 {
+		log.Info("the wrangler file's keys that do not concern queues are ignored", "keys", strings.Join(cfg.ignored, ", "))
+	}
 	if cfg.Program != nil && len(cfg.Command) > 0 {
 		log.Warn("app.command is not used: this program runs its handlers in-process", "command", strings.Join(cfg.Command, " "))
 	}
