@@ -120,6 +120,17 @@ func validAccount(s string) bool {
 	return true
 }
 
+// WithDeliveryDelays returns p with the configuration's delivery delays applied to every send
+// and sendBatch, as a serve applies them to its programs' sends: local commands (duilie send)
+// use it so that a message waits the same wherever it was sent from.
+func (cfg *Config) WithDeliveryDelays(p platform.Platform) platform.Platform {
+	if len(cfg.DeliveryDelays) == 0 {
+		return p
+	}
+	delays := maps.Clone(cfg.DeliveryDelays)
+	return delaying{p, func(q string) int { return delays[q] }}
+}
+
 // delaying applies each queue's delivery delay to the sends of the host's programs: a message
 // sent without a delay of its own waits that long, as a Cloudflare Queue binding with
 // delivery_delay (or a queue with settings.delivery_delay) delays it.

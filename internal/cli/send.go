@@ -94,7 +94,7 @@ func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, 
 	}}
 	defer lp.Close()
 	h, err := host.New(host.Config{
-		Platform:    lp,
+		Platform:    cfg.WithDeliveryDelays(lp),
 		Permissions: cfg.Permissions,
 		Bindings:    cfg.Bindings,
 		TimeLimit:   cfg.TimeLimit,
