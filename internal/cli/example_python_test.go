@@ -12,21 +12,27 @@ import (
 	"testing"
 )
 
-// The Python example end to end: duilie serve runs examples/page-python/app.py per event, with
-// the example's own duilie.toml (listening on a free port instead of 8787).
-func TestPythonExample(t *testing.T) {
-	t.Parallel()
+// pythonPath is a PATH with python3's interpreter first, or skips the test without python3.
+// python3 may be a slow launcher (pyenv's shim takes a second): with the interpreter itself
+// first on PATH, the examples' command ["python3", …] starts fast.
+func pythonPath(t *testing.T) string {
+	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is not installed")
 	}
-	// python3 may be a slow launcher (pyenv's shim takes a second): put the interpreter
-	// itself first on PATH, so the example's command ["python3", "app.py"] starts fast.
 	out, err := exec.Command(python, "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pathEnv := "PATH=" + filepath.Dir(strings.TrimSpace(string(out))) + string(os.PathListSeparator) + os.Getenv("PATH")
+	return "PATH=" + filepath.Dir(strings.TrimSpace(string(out))) + string(os.PathListSeparator) + os.Getenv("PATH")
+}
+
+// The Python example end to end: duilie serve runs examples/page-python/app.py per event, with
+// the example's own duilie.toml (listening on a free port instead of 8787).
+func TestPythonExample(t *testing.T) {
+	t.Parallel()
+	pathEnv := pythonPath(t)
 
 	dir := t.TempDir()
 	app, err := os.ReadFile("../../examples/page-python/app.py")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,15 +17,7 @@ import (
 // over Cloudflare's REST API, and the http_pull queue is pulled, with its delivery delay.
 func TestWranglerExample(t *testing.T) {
 	t.Parallel()
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed")
-	}
-	out, err := exec.Command(python, "-c", "import sys; print(sys.executable)").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pathEnv := "PATH=" + filepath.Dir(strings.TrimSpace(string(out))) + string(os.PathListSeparator) + os.Getenv("PATH")
+	pathEnv := pythonPath(t)
 	app, err := os.ReadFile("../../examples/page-python/app.py")
 	if err != nil {
 		t.Fatal(err)
