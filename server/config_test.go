@@ -21,20 +21,23 @@ func TestConfigGolden(t *testing.T) {
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".toml")
 		t.Run(name, func(t *testing.T) {
-			cfg, err := LoadConfig(f)
-			var got string
-			if err != nil {
-				var ce *ConfigError
-				if !errors.As(err, &ce) {
-					t.Errorf("error %T, want a *ConfigError", err)
-				}
-				got = "error:\n" + err.Error() + "\n"
-			} else {
-				got = dumpConfig(t, cfg)
-			}
-			golden(t, "config/"+name+".golden", got)
+			golden(t, "config/"+name+".golden", loaded(t, f, dumpConfig))
 		})
 	}
+}
+
+// loaded is what LoadConfig makes of file f: dump of the configuration, or the exact mistakes.
+func loaded(t *testing.T, f string, dump func(*testing.T, *Config) string) string {
+	t.Helper()
+	cfg, err := LoadConfig(f)
+	if err == nil {
+		return dump(t, cfg)
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("error %T, want a *ConfigError", err)
+	}
+	return "error:\n" + err.Error() + "\n"
 }
 
 // dumpConfig prints a checked configuration, the test directory's path replaced by $DIR.

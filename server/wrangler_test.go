@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,19 +29,11 @@ func TestWranglerGolden(t *testing.T) {
 			if !IsWranglerFile(f) {
 				t.Fatalf("%s is not taken for a wrangler file", f)
 			}
-			cfg, err := LoadConfig(f)
-			var got string
-			if err != nil {
-				var ce *ConfigError
-				if !errors.As(err, &ce) {
-					t.Errorf("error %T, want a *ConfigError", err)
-				}
-				got = "error:\n" + err.Error() + "\n"
-			} else {
-				got = dumpConfig(t, cfg) + "ignored: " + strings.Join(cfg.ignored, ", ") + "\n"
+			got := loaded(t, f, func(t *testing.T, cfg *Config) string {
 				dir, _ := filepath.Abs("../examples/wrangler")
-				got = strings.ReplaceAll(got, dir, "$EXAMPLE")
-			}
+				dump := dumpConfig(t, cfg) + "ignored: " + strings.Join(cfg.ignored, ", ") + "\n"
+				return strings.ReplaceAll(dump, dir, "$EXAMPLE")
+			})
 			dumps[name] = got
 			golden(t, "wrangler/"+name+".golden", got)
 		})
