@@ -102,7 +102,9 @@
 //	["发送队列消息","PAGE_QUEUE","{\"kind\":\"page\",\"url\":\"/release/x\"}",30]
 //
 // Integer arguments are JSON numbers with an integral value within ±2^53: 30, 30.0 and 3e1 are
-// all 30. Strings may use any JSON escape (the name too), but may not hold an unpaired UTF-16
+// all 30. The value is judged on the number as written, digit by digit, not as a double:
+// 9007199254740993 (2^53+1) and 1e400 are out of range, 1.0000000000000000001 and 1e-400 are
+// not integers. Strings may use any JSON escape (the name too), but may not hold an unpaired UTF-16
 // surrogate, which a string of the interface cannot carry. A program may make calls
 // concurrently. The array is decoded with duilie's own JSON decoder, so strings reach the
 // interface exactly as sent; whitespace around the elements does not matter.
@@ -114,6 +116,9 @@
 // position after the name, from 1):
 //
 //	调用超过 64 MiB                      the body is over MaxCallBytes
+//	调用嵌套超过 2 层                     the body nests deeper than MaxCallDepth (2): a call is
+//	                                     one array of scalars; this is seen as the body arrives,
+//	                                     before anything else
 //	调用不是有效的 JSON 文字              not JSON (including invalid UTF-8, a BOM, an empty body)
 //	调用须为 JSON 数组                    JSON, but not an array
 //	调用数组为空                          []
@@ -124,12 +129,14 @@
 //	<name>的第 N 个参数须为字符串          a string argument that is not a string
 //	<name>的第 N 个参数含有不成对的代理项  a string argument with an unpaired surrogate
 //	<name>的第 N 个参数须为整数            an integer argument that is not a number, or not integral
-//	<name>的第 N 个参数超出 ±2^53          an integer argument beyond ±2^53
+//	<name>的第 N 个参数超出 ±2^53          an integer argument beyond ±2^53, integral or not
 //
 // For example 桥接调用无效：未知的接口名 foo, or 桥接调用无效：确认队列消息需要 1 个参数，收到 0 个.
 // MaxCallBytes (64 MiB) is far above the largest call the interface can take (1 MiB of batch
 // text grows to at most 6 MiB as a JSON string): below it, an input over the interface's limits
-// gets the interface's own exception, a 400, exactly as a direct call would.
+// gets the interface's own exception, a 400, exactly as a direct call would. Once a call over
+// 1 MiB is answered, the memory it took (about three times its size) is handed back to the
+// system, so large calls leave no grown heap behind.
 //
 // # From a shell, with curl
 //

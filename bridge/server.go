@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,12 +151,19 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// Abort keeps an earlier abort, whose message is then the reply.
 		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, AbortMalformed+badTooBig).Error()
 		event.NoteBridgeCall(e.ev, "", status)
+	case errors.Is(err, errTooDeep):
+		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, AbortMalformed+badDeep).Error()
+		event.NoteBridgeCall(e.ev, "", status)
 	case err != nil:
 		// The program went away while sending: nobody is left to answer.
 		s.log.Debug("bridge call not read", "event", e.ev.ID(), "err", err)
 		return
 	default:
 		status, text = handle(e.ev, body)
+	}
+	if len(body) > largeCall {
+		body = nil
+		defer releaseHeap()
 	}
 	reply(w, status, text)
 	if status == http.StatusInternalServerError {
@@ -164,14 +172,64 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readCall reads a call's body, at most MaxCallBytes of it.
+var errTooDeep = errors.New("the call nests too deep")
+
+// readCall reads a call's body, at most MaxCallBytes of it, and stops as soon as it nests
+// deeper than MaxCallDepth: such a call is never held whole. Room for the whole body (its
+// Content-Length) is taken only once its first bytes have passed that check.
 func readCall(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := &guardedReader{r: http.MaxBytesReader(w, r.Body, MaxCallBytes)}
 	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= MaxCallBytes {
-		buf.Grow(int(n) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(body, firstRead)); err != nil || buf.Len() < firstRead {
+		return buf.Bytes(), err
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxCallBytes))
+	if n := r.ContentLength; n > firstRead && n <= MaxCallBytes {
+		buf.Grow(int(n) - firstRead + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(body)
 	return buf.Bytes(), err
+}
+
+// firstRead is how much of a call is read before room is made for the rest.
+const firstRead = 64 << 10
+
+// guardedReader passes a call's bytes through a depthGuard.
+type guardedReader struct {
+	r     io.Reader
+	guard depthGuard
+}
+
+func (g *guardedReader) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if !g.guard.feed(p[:n]) {
+		return 0, errTooDeep
+	}
+	return n, err
+}
+
+// largeCall is the size past which a call's memory is handed back to the system once it is
+// answered. A call and what is decoded from it take about three times its size; Go's collector
+// would keep that much for a while, and the next large call would grow the heap again.
+const largeCall = 1 << 20
+
+// heapRelease asks the releaser to return the heap's free memory to the system; its buffer
+// of one makes a request made while a release runs start another one after it.
+var heapRelease = sync.OnceValue(func() chan struct{} {
+	ch := make(chan struct{}, 1)
+	go func() {
+		for range ch {
+			debug.FreeOSMemory()
+		}
+	}()
+	return ch
+})
+
+// releaseHeap has the heap's free memory returned to the system soon, once; it never waits.
+func releaseHeap() {
+	select {
+	case heapRelease() <- struct{}{}:
+	default: // a release is pending already, and will see this call's memory free
+	}
 }
 
 // reply writes a whole reply: text/plain, no trailing newline.
