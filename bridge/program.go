@@ -168,9 +168,10 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 		killGroup(cmd.Process)
 		werr = <-waited
 	}
-	killGroup(cmd.Process) // what is left of the group: the event is over
+	killGroup(cmd.Process)   // what is left of the group: the event is over
+	ran := time.Since(start) // from its start until its process group was killed and it was reaped
 	pipes.drain(&copying, OutputWait)
-	log.Debug("program ended", with(attrs, "status", cmd.ProcessState.String(), "duration", time.Since(start).Round(time.Microsecond))...)
+	log.Debug("program ended", with(attrs, "status", cmd.ProcessState.String(), "duration", ran.Round(time.Microsecond))...)
 
 	switch {
 	case ev.Err() != nil:

@@ -13,9 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/event"
 )
 
@@ -23,7 +23,7 @@ import (
 // with an unguessable token. It is safe for concurrent use.
 type Server struct {
 	base string // http://127.0.0.1:port/e/
-	srv  *http.Server
+	srv  *bounded.Server
 	log  *slog.Logger
 
 	mu     sync.Mutex
@@ -59,32 +59,29 @@ func listen(addr string, log *slog.Logger, wrap func(http.Handler) http.Handler)
 	if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("bridge: listen address %q is not a loopback address (127.0.0.1, ::1 or localhost)", addr)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("bridge: %w", err)
-	}
-	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-		ln.Close()
-		return nil, fmt.Errorf("bridge: listen address %q resolved to %v, which is not a loopback address", addr, ln.Addr())
-	}
-	s := &Server{base: "http://" + ln.Addr().String() + pathPrefix, log: log, events: map[string]*entry{}}
+	s := &Server{log: log, events: map[string]*entry{}}
 	var handler http.Handler = http.HandlerFunc(s.serveHTTP)
 	if wrap != nil {
 		handler = wrap(handler)
 	}
-	s.srv = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	srv, err := bounded.Listen(bounded.Config{Addr: addr, Name: "the bridge", Handler: handler, Logger: log,
+		MaxConns: MaxConns})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("bridge stopped", "err", err)
-		}
-	}()
+	if !bounded.Loopback(srv.Addr()) {
+		srv.Close()
+		return nil, fmt.Errorf("bridge: listen address %q resolved to %v, which is not a loopback address", addr, srv.Addr())
+	}
+	s.srv, s.base = srv, "http://"+srv.Addr().String()+pathPrefix
 	return s, nil
 }
+
+// MaxConns is how many connections the bridge keeps open at once, for all running programs
+// together; more wait until one closes. Its other bounds are package bounded's defaults: a
+// call's headers within 10 s, its body within 30 s more, each write of a reply within 30 s,
+// and a kept-alive connection closed after 60 s without a call.
+const MaxConns = 1024
 
 // Open registers an event and returns its private URL, and a func that closes it: from then on
 // the URL answers 404. Close it when the event ends. onAbort (which may be nil) is called once,

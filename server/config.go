@@ -400,6 +400,10 @@ func (cfg *Config) checkApp(file map[string]any) error {
 			errs = append(errs, platform.Invalid(cfg, "Listen"))
 		}
 	}
+	if _, inFile := file["max_fetch_concurrency"]; (cfg.MaxFetchConcurrency != 0 || inFile) &&
+		(cfg.MaxFetchConcurrency < 1 || cfg.MaxFetchConcurrency > MaxFetchConcurrency) {
+		errs = append(errs, platform.Invalid(cfg, "MaxFetchConcurrency"))
+	}
 	if _, inFile := file["time_limit_ms"]; cfg.TimeLimit != 0 || inFile {
 		if err := host.CheckTimeLimit(cfg.TimeLimit); err != nil {
 			errs = append(errs, err)

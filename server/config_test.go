@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/duilie/duilie/platform/jetstream"
+	"github.com/duilie/duilie/platform/memory"
 )
 
 // TestConfigGolden loads every testdata/config/*.toml: a valid file's golden is the checked
@@ -119,5 +121,29 @@ func TestConsumerRanges(t *testing.T) {
 				t.Errorf("%s = %d: got %v, want %s", c.key, n, err, want)
 			}
 		}
+	}
+}
+
+// max_fetch_concurrency: 1–256 in the file; left out it is four per CPU.
+func TestMaxFetchConcurrency(t *testing.T) {
+	for _, n := range []int{1, 256} {
+		cfg, err := ParseConfig("duilie.toml", "/", fmt.Appendf(nil, "[app]\nmax_fetch_concurrency = %d\n", n))
+		if err != nil || cfg.MaxFetchConcurrency != n {
+			t.Errorf("max_fetch_concurrency = %d: %v, %+v", n, err, cfg)
+		}
+	}
+	for _, n := range []int{0, 257, -1} {
+		_, err := ParseConfig("duilie.toml", "/", fmt.Appendf(nil, "[app]\nmax_fetch_concurrency = %d\n", n))
+		want := fmt.Sprintf("duilie.toml: app.max_fetch_concurrency = %d: must be 1–256 (fetch events at once)", n)
+		if err == nil || err.Error() != want {
+			t.Errorf("max_fetch_concurrency = %d: got %v, want %s", n, err, want)
+		}
+	}
+	if _, err := New(Config{MaxFetchConcurrency: 300, Platform: &memory.Config{}}); err == nil ||
+		!strings.Contains(err.Error(), "app.max_fetch_concurrency = 300: must be 1–256") {
+		t.Errorf("New with 300: %v", err)
+	}
+	if want := min(4*runtime.NumCPU(), 256); DefaultMaxFetchConcurrency() != want {
+		t.Errorf("default %d, want %d", DefaultMaxFetchConcurrency(), want)
 	}
 }

@@ -41,11 +41,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +53,7 @@ import (
 
 	"github.com/duilie/duilie/bridge"
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/platform"
 
 	// The platforms duilie.toml can name.
@@ -62,11 +63,18 @@ import (
 
 // Defaults and limits of Config.
 const (
+	MaxFetchConcurrency  = 256
 	DefaultShutdownGrace = 30 * time.Second
 	MaxShutdownGrace     = 900 * time.Second
 	// NoShutdownGrace, as Config.ShutdownGrace, halts running events as soon as Run stops.
 	NoShutdownGrace time.Duration = -1
+	// FetchSlotWait is how long a request beyond MaxFetchConcurrency waits for a slot before
+	// it is answered 503.
+	FetchSlotWait = time.Second
 )
+
+// DefaultMaxFetchConcurrency is MaxFetchConcurrency when it is zero: four per CPU.
+func DefaultMaxFetchConcurrency() int { return min(4*runtime.NumCPU(), MaxFetchConcurrency) }
 
 // Config configures a Server. The zero value of every field is its documented default.
 type Config struct {
@@ -84,8 +92,13 @@ type Config struct {
 	// separator is a file, relative to Dir.
 	Command []string `toml:"command" rule:"must be a non-empty array of strings, the program and its arguments, like [\"python3\", \"app.py\"]"`
 	// Listen is the host:port where every HTTP request is a fetch event ([app] listen); ""
-	// for none. Port 0 picks a free port (see Server.FetchAddr).
+	// for none. Port 0 picks a free port (see Server.FetchAddr). An address that is not
+	// loopback-only (":8787", "0.0.0.0:8787") is logged at WARN.
 	Listen string `toml:"listen" rule:"must be a host:port to listen on for fetch events, like \"127.0.0.1:8787\""`
+	// MaxFetchConcurrency is how many fetch events run at once, 1–256; 0 means four per CPU.
+	// A request beyond them waits up to FetchSlotWait for a slot, then is answered 503 with
+	// Retry-After: 1, and no program starts for it ([app] max_fetch_concurrency).
+	MaxFetchConcurrency int `toml:"max_fetch_concurrency" rule:"must be 1–256 (fetch events at once)"`
 	// TimeLimit is every event's wall-clock limit, 1 ms – 900 s; 0 means 30 s.
 	TimeLimit time.Duration `toml:"time_limit_ms,ms"`
 	// ShutdownGrace is how long running events may finish once Run's context ends, up to
@@ -109,6 +122,10 @@ type Config struct {
 	// Dir is where Command runs and what relative paths are relative to; "" means the
 	// current directory.
 	Dir string
+
+	// listenerBounds are the fetch listener's timeouts and connection cap; zero values are
+	// package bounded's defaults. Only tests shorten them.
+	listenerBounds bounded.Config
 }
 
 // Program is a Go program that the host runs in-process, once per event (see host.Program).
@@ -125,7 +142,7 @@ type Server struct {
 	p        platform.Platform
 	h        *host.Host
 	run      runner
-	httpSrv  *http.Server
+	httpSrv  *bounded.Server
 	addr     string // the fetch listener's address, "" for none
 	dashSrv  *http.Server
 	dashAddr string // the dashboard's address, "" for none
@@ -152,6 +169,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.MaxFetchConcurrency == 0 {
+		cfg.MaxFetchConcurrency = DefaultMaxFetchConcurrency()
 	}
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -334,18 +354,15 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}()
 
 	if cfg.Listen != "" {
-		ln, err := net.Listen("tcp", cfg.Listen)
+		bc := cfg.listenerBounds
+		bc.Addr, bc.Name, bc.Logger = cfg.Listen, "fetch events", log
+		bc.Handler = bounded.Limit(s.run.fetch, cfg.MaxFetchConcurrency, FetchSlotWait)
+		s.httpSrv, err = bounded.Listen(bc)
 		if err != nil {
 			return fmt.Errorf("listen for fetch events on %s: %w", cfg.Listen, err)
 		}
-		s.addr = ln.Addr().String()
-		s.httpSrv = &http.Server{
-			Handler:           s.run.fetch,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
-		go func() { _ = s.httpSrv.Serve(ln) }()
-		log.Info("listening for fetch events", "url", "http://"+s.addr+"/")
+		s.addr = s.httpSrv.Addr().String()
+		log.Info("listening for fetch events", "url", "http://"+s.addr+"/", "max_fetch_concurrency", cfg.MaxFetchConcurrency)
 	}
 
 	if dash != nil {
