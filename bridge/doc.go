@@ -52,9 +52,14 @@
 //	for every header (dashes as underscores; repeated headers joined with ", ", cookies with
 //	"; "), Authorization included; not Proxy, Content-Length or Content-Type.
 //
-// None of these names, and no HTTP_* variable, is inherited from the host's environment. The
-// request body, read whole first (at most MaxRequestBytes; a bigger one is answered 413 and
-// runs no event), is the program's stdin. The program writes its response on stdout: header
+// A header whose name holds anything but letters, digits and '-' is dropped, as nginx and
+// Apache drop it: X_Forwarded_For would become the same HTTP_X_FORWARDED_FOR as
+// X-Forwarded-For, and a client could override what a proxy in front set. None of these
+// names, and no HTTP_* variable, is inherited from the host's environment. Headers an
+// environment cannot carry (a variable over MaxMetaVariable, 128 KiB, or all of them over
+// MaxMetaBytes, 1 MiB) are answered 431 and run no event. The request body, read whole first
+// (at most MaxRequestBytes; a bigger one is answered 413 and runs no event), is the program's
+// stdin. The program writes its response on stdout: header
 // lines, a blank line, the body.
 //
 //	Status: 201 Created
