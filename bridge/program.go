@@ -61,7 +61,9 @@ var (
 // Queue is a host.Handler that runs the command for a queue event, with DUILIE_EVENT=queue and
 // DUILIE_BRIDGE set. Exit status 0 ends the event normally. Any other exit status, or a signal,
 // fails it with an error such as "program exited with status 3", which unwraps to the
-// *exec.ExitError. At the event's time limit, or after a bridge call aborted the event, the
+// *exec.ExitError. A program that cannot be started (too many open files, an argument list too
+// long, an executable that cannot be run) is a *host.StartError: the host's failure, which
+// costs its messages no attempt. At the event's time limit, or after a bridge call aborted the event, the
 // whole process group is killed and the event fails with its abort. When the event ends,
 // whatever is left of the process group is killed. stdin is empty; every line of stdout and
 // stderr is logged with the event id, the queue and the stream.
@@ -87,10 +89,10 @@ func (p *Program) logger() *slog.Logger {
 // stdout is logged line by line as stderr always is.
 func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout *bytes.Buffer, attrs []any) error {
 	if len(p.Command) == 0 {
-		return errors.New("bridge: Program.Command is empty")
+		return &host.StartError{Err: errors.New("bridge: Program.Command is empty")}
 	}
 	if p.Bridge == nil {
-		return errors.New("bridge: Program.Bridge is nil")
+		return &host.StartError{Err: errors.New("bridge: Program.Bridge is nil")}
 	}
 	p.running.Add(1)
 	defer p.running.Done()
@@ -116,17 +118,17 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 	defer pipes.close()
 	outR, outW, err := pipes.fromChild()
 	if err != nil {
-		return err
+		return &host.StartError{Err: err}
 	}
 	errR, errW, err := pipes.fromChild()
 	if err != nil {
-		return err
+		return &host.StartError{Err: err}
 	}
 	var inW *os.File
 	if len(stdin) > 0 {
 		var inR *os.File
 		if inW, inR, err = pipes.toChild(); err != nil {
-			return err
+			return &host.StartError{Err: err}
 		}
 		cmd.Stdin = inR
 	}
@@ -136,8 +138,9 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 	err = cmd.Start()
 	pipes.closeChildEnds()
 	if err != nil {
-		log.Error("program did not start", with(attrs, "command", p.Command, "err", err)...)
-		return fmt.Errorf("bridge: start program: %w", err)
+		// The host's failure, not the program's: the event's report says so, and its messages
+		// keep their attempts.
+		return &host.StartError{Err: fmt.Errorf("bridge: start %s: %w", p.Command[0], err)}
 	}
 
 	var copying sync.WaitGroup

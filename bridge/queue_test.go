@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -282,7 +283,8 @@ func TestExitStatus(t *testing.T) {
 
 // TestStraggler: a process that left the program's group and holds its stdout does not hold
 // the event beyond OutputWait. Also: a relative command is run from Dir, and a program that
-// fails to start fails its event.
+// cannot be started is the host's failure (a *host.StartError), whose message is released
+// with its attempts unchanged.
 func TestStraggler(t *testing.T) {
 	e := newEnv(t, 0)
 	e.putBodies("1")
@@ -315,8 +317,14 @@ func TestStraggler(t *testing.T) {
 
 	e.putBodies("1")
 	missing := &Program{Command: []string{"./no-such-program"}, Dir: t.TempDir(), Bridge: e.bridge, Logger: e.log}
-	if err := e.runQueue(1, missing.Queue); err == nil || !strings.Contains(err.Error(), "start program") {
+	var se *host.StartError
+	if err := e.runQueue(1, missing.Queue); !errors.As(err, &se) || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("event failure = %v, want a start failure", err)
+	}
+	if ds := e.receive(1); ds[0].Attempts != 1 {
+		t.Errorf("the message came back with attempts %d, want 1", ds[0].Attempts)
+	} else {
+		e.settle(ds)
 	}
 }
 
