@@ -25,13 +25,22 @@
 //	DUILIE_EVENT   queue or fetch
 //	DUILIE_BRIDGE  the event's bridge URL, such as http://127.0.0.1:41234/e/K7QH2M5ZC4WPRX3B6N8TVJDA2Q
 //
+// and 127.0.0.1, localhost and ::1 added to NO_PROXY and no_proxy (after the host's own value),
+// so that an HTTP client honouring a proxy set in the host's environment (http_proxy) still
+// reaches the bridge directly: a proxy would otherwise receive the event's private URL and
+// every message body.
+//
 // It runs in a process group of its own. When the event ends, whatever is left of that group is
 // killed, so nothing a program starts outlives its event (a process that leaves the group, with
 // setsid, is not tracked; if it still holds the program's stdout or stderr, the event stops
 // waiting for them after OutputWait).
 //
+// Program.Kill kills every running program's process group at once: duilie serve calls it on
+// a second SIGINT or SIGTERM, before it exits, so no program outlives the host.
+//
 // A queue event's program has an empty stdin. Every line it writes to stdout or stderr is
-// logged, with the event id, the queue and the stream. Its exit status decides the event:
+// logged, with the event id, the queue and the stream, up to Program.MaxOutput (1 MiB) per
+// stream and event; the rest is read and dropped, and one WARN line says how many bytes. Its exit status decides the event:
 //
 //   - 0 is a normal end: messages with no ack or retry call succeed (SPEC §7).
 //   - Any other status, or death by a signal, fails the event: messages with no call are

@@ -404,6 +404,10 @@ func (cfg *Config) checkApp(file map[string]any) error {
 		(cfg.MaxFetchConcurrency < 1 || cfg.MaxFetchConcurrency > MaxFetchConcurrency) {
 		errs = append(errs, platform.Invalid(cfg, "MaxFetchConcurrency"))
 	}
+	if _, inFile := file["max_output_bytes"]; (cfg.MaxOutputBytes != 0 || inFile) &&
+		(cfg.MaxOutputBytes < 1 || cfg.MaxOutputBytes > MaxOutputBytes) {
+		errs = append(errs, platform.Invalid(cfg, "MaxOutputBytes"))
+	}
 	if _, inFile := file["time_limit_ms"]; cfg.TimeLimit != 0 || inFile {
 		if err := host.CheckTimeLimit(cfg.TimeLimit); err != nil {
 			errs = append(errs, err)

@@ -124,24 +124,36 @@ func TestConsumerRanges(t *testing.T) {
 	}
 }
 
-// max_fetch_concurrency: 1–256 in the file; left out it is four per CPU.
-func TestMaxFetchConcurrency(t *testing.T) {
-	for _, n := range []int{1, 256} {
-		cfg, err := ParseConfig("duilie.toml", "/", fmt.Appendf(nil, "[app]\nmax_fetch_concurrency = %d\n", n))
-		if err != nil || cfg.MaxFetchConcurrency != n {
-			t.Errorf("max_fetch_concurrency = %d: %v, %+v", n, err, cfg)
+// [app] max_fetch_concurrency and max_output_bytes: each end of the range is accepted in the
+// file, one past it is a mistake; left out, or 0 in Go, they are their defaults.
+func TestAppRanges(t *testing.T) {
+	for _, c := range []struct {
+		key     string
+		lo, hi  int
+		allowed string
+		get     func(*Config) int
+	}{
+		{"max_fetch_concurrency", 1, 256, "must be 1–256 (fetch events at once)", func(c *Config) int { return c.MaxFetchConcurrency }},
+		{"max_output_bytes", 1, 1 << 30, "must be 1–1073741824 (bytes per stream and event)", func(c *Config) int { return c.MaxOutputBytes }},
+	} {
+		for _, n := range []int{c.lo, c.hi} {
+			cfg, err := ParseConfig("duilie.toml", "/", fmt.Appendf(nil, "[app]\n%s = %d\n", c.key, n))
+			if err != nil || c.get(cfg) != n {
+				t.Errorf("%s = %d: %v", c.key, n, err)
+			}
+		}
+		for _, n := range []int{c.lo - 1, c.hi + 1} {
+			_, err := ParseConfig("duilie.toml", "/", fmt.Appendf(nil, "[app]\n%s = %d\n", c.key, n))
+			want := fmt.Sprintf("duilie.toml: app.%s = %d: %s", c.key, n, c.allowed)
+			if err == nil || err.Error() != want {
+				t.Errorf("%s = %d: got %v, want %s", c.key, n, err, want)
+			}
 		}
 	}
-	for _, n := range []int{0, 257, -1} {
-		_, err := ParseConfig("duilie.toml", "/", fmt.Appendf(nil, "[app]\nmax_fetch_concurrency = %d\n", n))
-		want := fmt.Sprintf("duilie.toml: app.max_fetch_concurrency = %d: must be 1–256 (fetch events at once)", n)
-		if err == nil || err.Error() != want {
-			t.Errorf("max_fetch_concurrency = %d: got %v, want %s", n, err, want)
-		}
-	}
-	if _, err := New(Config{MaxFetchConcurrency: 300, Platform: &memory.Config{}}); err == nil ||
-		!strings.Contains(err.Error(), "app.max_fetch_concurrency = 300: must be 1–256") {
-		t.Errorf("New with 300: %v", err)
+	if _, err := New(Config{MaxFetchConcurrency: 300, MaxOutputBytes: -1, Platform: &memory.Config{}}); err == nil ||
+		!strings.Contains(err.Error(), "app.max_fetch_concurrency = 300: must be 1–256") ||
+		!strings.Contains(err.Error(), "app.max_output_bytes = -1: must be 1–1073741824") {
+		t.Errorf("New with bad values: %v", err)
 	}
 	if want := min(4*runtime.NumCPU(), 256); DefaultMaxFetchConcurrency() != want {
 		t.Errorf("default %d, want %d", DefaultMaxFetchConcurrency(), want)

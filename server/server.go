@@ -49,6 +49,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/duilie/duilie/bridge"
@@ -64,6 +65,7 @@ import (
 // Defaults and limits of Config.
 const (
 	MaxFetchConcurrency  = 256
+	MaxOutputBytes       = 1 << 30
 	DefaultShutdownGrace = 30 * time.Second
 	MaxShutdownGrace     = 900 * time.Second
 	// NoShutdownGrace, as Config.ShutdownGrace, halts running events as soon as Run stops.
@@ -101,6 +103,10 @@ type Config struct {
 	MaxFetchConcurrency int `toml:"max_fetch_concurrency" rule:"must be 1–256 (fetch events at once)"`
 	// TimeLimit is every event's wall-clock limit, 1 ms – 900 s; 0 means 30 s.
 	TimeLimit time.Duration `toml:"time_limit_ms,ms"`
+	// MaxOutputBytes is how much of a program's stdout and of its stderr is logged per event
+	// (Command only), 1 B – 1 GiB; 0 means 1 MiB. Beyond it the rest is dropped with one log
+	// line saying how much ([app] max_output_bytes).
+	MaxOutputBytes int `toml:"max_output_bytes" rule:"must be 1–1073741824 (bytes per stream and event)"`
 	// ShutdownGrace is how long running events may finish once Run's context ends, up to
 	// 900 s; 0 means 30 s, NoShutdownGrace (or any negative value) none.
 	ShutdownGrace time.Duration `toml:"shutdown_grace_ms,ms" rule:"must be 0–900000 (milliseconds)"`
@@ -150,6 +156,15 @@ type Server struct {
 	stopConsuming context.CancelFunc
 	consumers     sync.WaitGroup
 	fatal         chan error // every consumer stopped on its own
+
+	// live is the host and its program's kill once started: Halt, Do and Handler read it
+	// without mu, which Shutdown holds for the whole grace period.
+	live atomic.Pointer[live]
+}
+
+type live struct {
+	h    *host.Host
+	kill func() // nil for an in-process program
 }
 
 // New checks cfg and makes a Server; nothing runs until Start. Mistakes are a *ConfigError.
@@ -401,6 +416,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 		log.Info("consuming", attrs...)
 	}
+	s.live.Store(&live{h: s.h, kill: s.run.kill})
 	log.Info("serving", "program", s.run.what, "time_limit", cfg.TimeLimit.String(), "config", cfg.File)
 	return nil
 }
@@ -460,7 +476,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-drained:
 	case <-ctx.Done():
 		s.log.Warn("shutdown grace is over: halting running events; their messages will be delivered again")
-		s.h.Halt()
+		s.Halt()
 		if s.httpSrv != nil {
 			_ = s.httpSrv.Close()
 		}
@@ -482,17 +498,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Halt aborts every running event and every event started later; their messages are
-// delivered again. Shutdown calls it when its context ends first.
+// delivered again. The process groups of programs run per event (Command) are killed at once,
+// before Halt returns, so a process that exits right after leaves none behind. Shutdown calls
+// it when its context ends first.
 func (s *Server) Halt() {
-	if h := s.host(); h != nil {
-		h.Halt()
+	l := s.live.Load()
+	if l == nil {
+		return
+	}
+	l.h.Halt()
+	if l.kill != nil {
+		l.kill()
 	}
 }
 
 func (s *Server) host() *host.Host {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.h
+	if l := s.live.Load(); l != nil {
+		return l.h
+	}
+	return nil
 }
 
 // Do runs fn as one fetch-kind event, with the server's permissions, bindings and time limit,
@@ -543,6 +567,7 @@ type runner struct {
 	what  string // for the log
 	queue host.Handler
 	fetch http.Handler
+	kill  func() // kills every running program at once; nil for an in-process program
 	close func() error
 }
 
@@ -562,11 +587,12 @@ func newRunner(cfg *Config, h *host.Host, log *slog.Logger) (runner, error) {
 	if err != nil {
 		return runner{}, fmt.Errorf("start the bridge: %w", err)
 	}
-	prog := &bridge.Program{Command: cfg.Command, Dir: cfg.Dir, Bridge: srv, Logger: log}
+	prog := &bridge.Program{Command: cfg.Command, Dir: cfg.Dir, Bridge: srv, Logger: log, MaxOutput: cfg.MaxOutputBytes}
 	return runner{
 		what:  "command " + strings.Join(cfg.Command, " "),
 		queue: prog.Queue,
 		fetch: prog.Fetch(h),
+		kill:  prog.Kill,
 		// Halted events return before their programs are reaped: wait for every process
 		// group to be gone, so no program outlives the server.
 		close: sync.OnceValue(func() error { prog.Wait(); return srv.Close() }),

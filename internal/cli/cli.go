@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -56,20 +57,59 @@ type Options struct {
 
 // Main runs duilie's command line with args (without the program name) and returns the exit
 // status. SIGINT and SIGTERM cancel the run: serve then shuts down gracefully, and a second
-// signal ends the process at once.
+// signal kills every running program's process group and ends the process at once.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return MainWith(Options{}, args, stdin, stdout, stderr)
 }
 
 // MainWith is Main for a command line shaped by opts.
 func MainWith(opts Options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	last := &lastResort{}
+	ctx = context.WithValue(ctx, lastResortKey{}, last)
 	go func() {
-		<-ctx.Done()
-		stop() // the next signal gets Go's default behaviour: the process ends
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		cancel()
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		last.run()
+		dieBy(sig)
 	}()
 	return Run(ctx, opts, args, stdin, stdout, stderr)
+}
+
+// lastResort holds what a second signal must do before the process ends.
+type lastResort struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+type lastResortKey struct{}
+
+// onSecondSignal has fn run when a second SIGINT or SIGTERM ends the process (MainWith), for
+// example to kill the programs a serve runs, so none outlives it.
+func onSecondSignal(ctx context.Context, fn func()) {
+	if l, ok := ctx.Value(lastResortKey{}).(*lastResort); ok {
+		l.mu.Lock()
+		l.fns = append(l.fns, fn)
+		l.mu.Unlock()
+	}
+}
+
+func (l *lastResort) run() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, fn := range l.fns {
+		fn()
+	}
 }
 
 // Run runs the command line until it is done or ctx ends (serve then shuts down gracefully),

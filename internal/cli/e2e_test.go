@@ -62,8 +62,9 @@ func duilieBinary(t *testing.T) string {
 
 // testApp is [app] command in the tests: a queue event reads its batch over the bridge and,
 // per message {"name":…, "fail_below":k, "sleep_ms":n}, logs "start", exits 3 while attempts
-// < k (unless the file $TEST_APP_LOG.fixed exists), sleeps n ms on the first attempt, acks and
-// logs "done". Lines go to $TEST_APP_LOG.
+// < k (unless the file $TEST_APP_LOG.fixed exists), sleeps n ms on the first attempt (after
+// starting a child process that sleeps too, in its process group, and logging
+// "pids <name> <its pid> <the child's>"), acks and logs "done". Lines go to $TEST_APP_LOG.
 func testApp() int {
 	logf, err := os.OpenFile(os.Getenv("TEST_APP_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
@@ -118,6 +119,12 @@ func testApp() int {
 			return 3
 		}
 		if b.SleepMS > 0 && m.Attempts == 1 {
+			child := exec.Command("sleep", strconv.Itoa(b.SleepMS/1000+1))
+			if err := child.Start(); err != nil {
+				logLine("child: %v", err)
+				return 16
+			}
+			logLine("pids %s %d %d", b.Name, os.Getpid(), child.Process.Pid)
 			time.Sleep(time.Duration(b.SleepMS) * time.Millisecond)
 		}
 		if status, text := call("确认队列消息", i); status != 200 {
@@ -507,6 +514,53 @@ func TestGracefulShutdown(t *testing.T) {
 	if b, _ := os.ReadFile(appLog); strings.Contains(string(b), "done long attempts=1") {
 		t.Errorf("the halted event finished:\n%s", b)
 	}
+}
+
+// A second SIGTERM ends serve at once, and kills every running program's process group first:
+// no program outlives the host.
+func TestSecondSignal(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 60000, 30000)
+	appLog, env := appLogEnv(t)
+	s := startServe(t, cfg, env...)
+	if r := runDuilie(t, `{"name":"stuck","sleep_ms":60000}`, nil, "send", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+		t.Fatalf("send: %+v", r)
+	}
+	waitAppLog(t, appLog, `pids stuck \d+ \d+`, 1)
+	b, _ := os.ReadFile(appLog)
+	m := regexp.MustCompile(`pids stuck (\d+) (\d+)`).FindStringSubmatch(string(b))
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	s.waitLog(`shutting down`, 1) // the grace of 30 s has begun
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve still running 10 s after a second SIGTERM")
+	}
+	for _, pid := range m[1:] {
+		deadline := time.Now().Add(5 * time.Second)
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %s of the program outlived serve", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// alive reports whether process pid exists and is not a zombie (a killed orphan waiting for
+// init to reap it is gone for every purpose).
+func alive(pid string) bool {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
 }
 
 // serve refuses what it cannot run, with the exit statuses of SPEC §13.

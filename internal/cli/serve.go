@@ -27,7 +27,8 @@ fetch event.
 While serve runs it holds the data directory, and send, send-batch and queues on the same
 configuration reach it there. SIGINT or SIGTERM stops new deliveries and lets running events
 finish for up to [app] shutdown_grace_ms; events still running then are aborted and their
-messages delivered again on the next start. Logs go to stderr, one line per event.`,
+messages delivered again on the next start. A second signal kills every running program's
+process group and ends serve at once. Logs go to stderr, one line per event.`,
 		Example: `  ` + opts.Name + ` serve --config examples/page-python/duilie.toml
   ` + opts.Name + ` serve     # reads ./duilie.toml`,
 		Args: cobra.NoArgs,
@@ -42,6 +43,7 @@ messages delivered again on the next start. Logs go to stderr, one line per even
 			if err != nil {
 				return err
 			}
+			onSecondSignal(cmd.Context(), srv.Halt) // no program outlives serve
 			if err := srv.Run(cmd.Context()); err != nil {
 				return unavailable(err)
 			}
