@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +83,20 @@ func mustAbs(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return abs
+}
+
+// [app] max_output_bytes reaches the program runner: output beyond it is dropped with one line.
+func TestMaxOutputBytes(t *testing.T) {
+	t.Parallel()
+	srv, _, _, log := programServer(t, func(cfg *server.Config) {
+		cfg.Command = []string{"sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x >&2"}
+		cfg.MaxOutputBytes = 1000
+	})
+	if err := srv.Do(context.Background(), func(ev *host.Event) error { return duilie.Send(ev, "TASKS", `"m"`, 0) }); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "the over-limit line", func() bool {
+		return strings.Contains(log.String(), `level=WARN msg="program output over its limit: the rest is dropped" event=`) &&
+			strings.Contains(log.String(), `stream=stderr limit=1000 dropped_bytes=99000`)
+	})
 }
