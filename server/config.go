@@ -321,6 +321,8 @@ func (c *checker) producers(cfg *Config, v any) {
 
 func (c *checker) consumers(cfg *Config, v any) {
 	first := map[string]int{}
+	var tables []int // the table of each consumer in cfg.Consumers
+	defer func() { c.deadLetterCycles(cfg.Consumers, tables) }()
 	for i, t := range c.tables("queues.consumers", v) {
 		table := fmt.Sprintf("queues.consumers[%d]", i)
 		t = c.table(table, t, keys(host.ConsumerConfig{})...)
@@ -337,6 +339,50 @@ func (c *checker) consumers(cfg *Config, v any) {
 		first[cc.Queue] = i
 		if cc.Validate() == nil {
 			cfg.Consumers = append(cfg.Consumers, cc)
+			tables = append(tables, i)
+		}
+	}
+}
+
+// deadLetterCycles records a mistake for every cycle of dead-letter queues among consumers
+// (direct, a ↔ b, or longer): a message that fails in each queue would go round for ever, its
+// attempts starting again at 1 at every hop. tables[i] is the index of consumers[i]'s table in
+// the file (nil: the same as i). Each cycle is named once, at its first consumer.
+func (c *checker) deadLetterCycles(consumers []host.ConsumerConfig, tables []int) {
+	index := map[string]int{}
+	for i, cc := range consumers {
+		index[cc.Queue] = i
+	}
+	reported := map[int]bool{}
+	for start, cc := range consumers {
+		if cc.DeadLetterQueue == cc.Queue {
+			continue // a mistake of its own (ConsumerConfig.Validate)
+		}
+		// Follow the dead-letter queues from start until they end, or come back to a consumer
+		// seen on this walk.
+		var path []int
+		on := map[int]int{} // consumer → its position in path
+		for i, ok := start, true; ok; i, ok = index[consumers[i].DeadLetterQueue] {
+			if at, seen := on[i]; seen {
+				cycle := path[at:]
+				if i != start || reported[slices.Min(cycle)] {
+					break // the cycle does not start here, or was named already
+				}
+				reported[slices.Min(cycle)] = true
+				names := make([]string, 0, len(cycle)+1)
+				for _, j := range cycle {
+					names = append(names, consumers[j].Queue)
+				}
+				table := start
+				if tables != nil {
+					table = tables[start]
+				}
+				c.bad(fmt.Sprintf("queues.consumers[%d].dead_letter_queue", table), consumers[start].DeadLetterQueue,
+					"makes a dead-letter cycle "+strings.Join(append(names, names[0]), " → ")+"; a message failing in each would go round for ever")
+				break
+			}
+			on[i] = len(path)
+			path = append(path, i)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -157,5 +158,52 @@ func TestAppRanges(t *testing.T) {
 	}
 	if want := min(4*runtime.NumCPU(), 256); DefaultMaxFetchConcurrency() != want {
 		t.Errorf("default %d, want %d", DefaultMaxFetchConcurrency(), want)
+	}
+}
+
+// A dead-letter queue that leads back to the queue it serves, directly or through others, is
+// a mistake naming the queues: a message that fails in each would go round for ever, its
+// attempts starting again at 1 at every hop.
+func TestDeadLetterCycles(t *testing.T) {
+	for _, tc := range []struct{ name, toml, want string }{
+		{"direct", `
+[[queues.consumers]]
+queue = "a"
+dead_letter_queue = "b"
+[[queues.consumers]]
+queue = "b"
+dead_letter_queue = "a"
+`, `duilie.toml: queues.consumers[0].dead_letter_queue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`},
+		{"longer", `
+[[queues.consumers]]
+queue = "x"
+dead_letter_queue = "a"
+[[queues.consumers]]
+queue = "b"
+dead_letter_queue = "c"
+[[queues.consumers]]
+queue = "a"
+dead_letter_queue = "b"
+[[queues.consumers]]
+queue = "c"
+dead_letter_queue = "a"
+`, `duilie.toml: queues.consumers[1].dead_letter_queue = "c": makes a dead-letter cycle b → c → a → b; a message failing in each would go round for ever`},
+	} {
+		_, err := ParseConfig("duilie.toml", "/", []byte(tc.toml))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.name, err, tc.want)
+		}
+	}
+	// A chain that ends is fine, and so is a dead-letter queue nobody consumes.
+	ok := "[[queues.consumers]]\nqueue = \"a\"\ndead_letter_queue = \"b\"\n[[queues.consumers]]\nqueue = \"b\"\ndead_letter_queue = \"c\"\n"
+	if _, err := ParseConfig("duilie.toml", "/", []byte(ok)); err != nil {
+		t.Errorf("a chain: %v", err)
+	}
+	// The same check for a configuration made in Go.
+	a, b := host.DefaultConsumerConfig("a"), host.DefaultConsumerConfig("b")
+	a.DeadLetterQueue, b.DeadLetterQueue = "b", "a"
+	_, err := New(Config{Consumers: []host.ConsumerConfig{a, b}, Program: &Program{Queue: func(*host.Event) error { return nil }}, Platform: &memory.Config{}})
+	if want := `queues.consumers[0].dead_letter_queue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`; err == nil || err.Error() != want {
+		t.Errorf("New: %v\nwant %s", err, want)
 	}
 }

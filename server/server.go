@@ -217,6 +217,7 @@ func (cfg *Config) check() error {
 		}
 		seen[cc.Queue] = true
 	}
+	c.deadLetterCycles(cfg.Consumers, nil)
 	c.invalid("app", nil, cfg, cfg.checkApp(nil), nil)
 	c.invalid("platform", nil, cfg.Platform, cfg.Platform.Validate(), nil)
 	_, tokenErr := cfg.Dashboard.token()
