@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 
@@ -123,12 +124,12 @@ func Run(ctx context.Context, opts Options, args []string, stdin io.Reader, stdo
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
 	code := status(err)
-	fmt.Fprintln(stderr, message(opts.Name, err, code))
+	fmt.Fprintln(stderr, message(opts.Name, cmd.CommandPath(), err, code))
 	return code
 }
 
@@ -154,13 +155,14 @@ func status(err error) int {
 }
 
 // message is what to print: an exception's or abort's message alone, verbatim (scripts compare
-// it), otherwise the error prefixed with the command's name.
-func message(name string, err error, code int) string {
+// it), otherwise the error prefixed with the command's name; a usage error points to the help
+// of the command it was made with (path: "duilie send").
+func message(name, path string, err error, code int) string {
 	switch code {
 	case exitException, exitAbort:
 		return err.Error()
 	case exitUsage:
-		return name + ": " + err.Error() + "\nRun '" + name + " --help' for usage."
+		return name + ": " + err.Error() + "\nRun '" + path + " --help' for usage."
 	case exitConfig:
 		var ce *server.ConfigError
 		if errors.As(err, &ce) {
@@ -183,9 +185,11 @@ Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on 
 64 a usage error, 78 a configuration error, 69 the engine or an address is unavailable,
 70 an internal failure, 74 an I/O error.`,
 		Example:       rootExample(opts),
+		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
 	root.AddCommand(newCheck(), newServe(opts), newSend(opts), newSendBatch(opts), newQueues(opts))
@@ -194,6 +198,43 @@ Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on 
 		root.AddCommand(newDemo(), newWorker())
 	}
 	return root
+}
+
+// commit is the commit a release build was made from, stamped by the build
+// (-ldflags "-X github.com/duilie/duilie/internal/cli.commit=<sha>"); "" for a build that
+// leaves it to Go's VCS stamping.
+var commit string
+
+// version is the main module's version and the commit it was built from: "v0.1.0 (commit
+// 0123456789ab)", "(devel) (commit 0123456789ab, modified)", or the version alone when the
+// build recorded no commit (go install of a tagged version: the tag names it).
+func version() string {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi, commit)
+}
+
+func versionOf(bi *debug.BuildInfo, stamped string) string {
+	v, rev, modified := "(devel)", stamped, false
+	if bi != nil {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision" && rev == "":
+				rev = s.Value
+			case s.Key == "vcs.modified" && stamped == "":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	switch {
+	case rev == "":
+		return v
+	case modified:
+		return v + " (commit " + rev[:min(12, len(rev))] + ", modified)"
+	}
+	return v + " (commit " + rev[:min(12, len(rev))] + ")"
 }
 
 func rootExample(opts Options) string {

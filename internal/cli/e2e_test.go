@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,16 @@ var (
 	binErr    error
 )
 
+// headCommit is the commit the tests' binary is stamped with, as a release build is; "" when
+// git cannot tell.
+var headCommit = func() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}()
+
 // duilieBinary builds cmd/duilie once per test run.
 func duilieBinary(t *testing.T) string {
 	t.Helper()
@@ -49,7 +60,8 @@ func duilieBinary(t *testing.T) string {
 		if binErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "duilie"), "github.com/duilie/duilie/cmd/duilie").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "duilie"),
+			"-ldflags=-X github.com/duilie/duilie/internal/cli.commit="+headCommit, "github.com/duilie/duilie/cmd/duilie").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -206,8 +218,10 @@ type serveProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 
-	mu    sync.Mutex
-	lines []string
+	mu        sync.Mutex
+	lines     []string
+	stoppedAt time.Time // when the msg=stopped line came
+	exitedAt  time.Time // when the process had exited
 }
 
 func startServe(t *testing.T, config string, env ...string) *serveProc {
@@ -229,9 +243,15 @@ func startServe(t *testing.T, config string, env ...string) *serveProc {
 		for sc.Scan() {
 			s.mu.Lock()
 			s.lines = append(s.lines, sc.Text())
+			if strings.Contains(sc.Text(), "msg=stopped") {
+				s.stoppedAt = time.Now()
+			}
 			s.mu.Unlock()
 		}
 		_ = cmd.Wait()
+		s.mu.Lock()
+		s.exitedAt = time.Now()
+		s.mu.Unlock()
 	}()
 	t.Cleanup(func() {
 		select {
@@ -376,10 +396,11 @@ func TestSendExitStatuses(t *testing.T) {
 		{"batch not permitted", `[{"body":1}]`, []string{"send-batch", "--binding", "NOPE"}, 2, "未授权的QUEUE绑定：NOPE\n"},
 		// The body's checks come before the binding's (SPEC §3): a bad body to a bad binding is 1.
 		{"bad body, bad binding", `{`, []string{"send", "--binding", "SECRET"}, 1, "消息体不是有效的 JSON 文字\n"},
-		{"no binding", `{}`, []string{"send"}, 64, "duilie: send needs --binding, the binding that names the queue\nRun 'duilie --help' for usage.\n"},
-		{"batch no binding", `[]`, []string{"send-batch"}, 64, "duilie: send-batch needs --binding, the binding that names the queue\nRun 'duilie --help' for usage.\n"},
-		{"bad flag", `{}`, []string{"send", "--binding", "JOBS", "--delay", "soon"}, 64, "duilie: invalid argument \"soon\" for \"--delay\" flag: strconv.ParseInt: parsing \"soon\": invalid syntax\nRun 'duilie --help' for usage.\n"},
-		{"argument", `{}`, []string{"send", "--binding", "JOBS", "extra"}, 64, "duilie: unknown command \"extra\" for \"duilie send\"\nRun 'duilie --help' for usage.\n"},
+		{"no binding", `{}`, []string{"send"}, 64, "duilie: send needs --binding, the binding that names the queue\nRun 'duilie send --help' for usage.\n"},
+		{"batch no binding", `[]`, []string{"send-batch"}, 64, "duilie: send-batch needs --binding, the binding that names the queue\nRun 'duilie send-batch --help' for usage.\n"},
+		{"bad flag", `{}`, []string{"send", "--binding", "JOBS", "--delay", "soon"}, 64, "duilie: invalid argument \"soon\" for \"--delay\" flag: strconv.ParseInt: parsing \"soon\": invalid syntax\nRun 'duilie send --help' for usage.\n"},
+		{"argument", `{}`, []string{"send", "--binding", "JOBS", "extra"}, 64, "duilie: unknown command \"extra\" for \"duilie send\"\nRun 'duilie send --help' for usage.\n"},
+		{"unknown command", ``, []string{"sned"}, 64, "duilie: unknown command \"sned\" for \"duilie\"\n\nDid you mean this?\n\tsend\n\nRun 'duilie --help' for usage.\n"},
 	} {
 		args := append(c.args, "--config", cfg)
 		r := runDuilie(t, c.stdin, nil, args...)
@@ -516,6 +537,23 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// With nothing running, serve exits within 200 ms of logging stopped.
+func TestServeExitsPromptly(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, e2eConfig(t, 30000, 30000))
+	if code, _ := s.stop(); code != 0 {
+		t.Fatalf("serve exit %d", code)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stoppedAt.IsZero() {
+		t.Fatal("no stopped line")
+	}
+	if took := s.exitedAt.Sub(s.stoppedAt); took > 200*time.Millisecond {
+		t.Errorf("serve exited %v after logging stopped", took)
+	}
+}
+
 // A second SIGTERM ends serve at once, and kills every running program's process group first:
 // no program outlives the host.
 func TestSecondSignal(t *testing.T) {
@@ -561,6 +599,35 @@ func alive(pid string) bool {
 	}
 	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// duilie --version prints the module's version and the commit it was built from.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	if headCommit == "" {
+		t.Skip("git cannot say which commit this is")
+	}
+	r := runDuilie(t, "", nil, "--version")
+	if want := "duilie (devel) (commit " + headCommit[:12] + ")\n"; r.code != 0 || r.stderr != "" || r.stdout != want {
+		t.Errorf("--version: %+v, want %q", r, want)
+	}
+	for _, tc := range []struct {
+		bi      *debug.BuildInfo
+		stamped string
+		want    string
+	}{
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.1.0"}}, "", "v0.1.0"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}, "", "(devel) (commit 0123456789ab, modified)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.1.1"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "false"}}}, "", "v0.1.1 (commit 0123456789ab)"},
+		{&debug.BuildInfo{}, "fedcba9876543210", "(devel) (commit fedcba987654)"},
+		{nil, "", "(devel)"},
+	} {
+		if got := versionOf(tc.bi, tc.stamped); got != tc.want {
+			t.Errorf("versionOf(%+v, %q) = %q, want %q", tc.bi, tc.stamped, got, tc.want)
+		}
+	}
 }
 
 // serve refuses what it cannot run, with the exit statuses of SPEC §13.

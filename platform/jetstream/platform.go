@@ -34,12 +34,16 @@ func streamName(queue string) string      { return streamPrefix + queue }
 func readySubject(queue string) string    { return subjectPrefix + queue + ".m" }
 func scheduleSubject(queue string) string { return subjectPrefix + queue + ".s." + nuid.Next() }
 
-// How long Open waits for a locked data directory's holder to record where it serves (it may
-// be starting), and for the embedded server to start.
-const (
-	attachWait = 2 * time.Second
-	startWait  = 10 * time.Second
-)
+// LockWait is how long Open waits for a data directory that another process holds: for a
+// holder that does not serve (often another short-lived command) to let it go, or for a
+// serving holder to answer. It is the same for every command, whatever its context allows.
+const LockWait = 5 * time.Second
+
+// startWait is how long Open waits for the embedded server to start.
+const startWait = 10 * time.Second
+
+// attachTimeout bounds one attempt to connect to a serving holder.
+const attachTimeout = time.Second
 
 // Platform is the JetStream platform: the embedded engine, a client of another process's
 // embedded engine, or a client of a NATS cluster. It implements platform.Platform.
@@ -138,12 +142,9 @@ func (p *Platform) connectCluster() error {
 func (p *Platform) openEmbedded(ctx context.Context) error {
 	dir := p.cfg.DataDir
 	// A holder that does not serve is often another short-lived command (parallel sends):
-	// wait for it as long as ctx allows, keeping a second to report why before ctx ends.
-	deadline := time.Now().Add(attachWait)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-time.Second).After(deadline) {
-		deadline = dl.Add(-time.Second)
-	}
+	// wait LockWait for it, or less if ctx ends sooner.
 	waitFrom := time.Now()
+	deadline := waitFrom.Add(LockWait)
 	for {
 		l, err := lockDataDir(dir)
 		if err == nil {
@@ -157,7 +158,7 @@ func (p *Platform) openEmbedded(ctx context.Context) error {
 			return fmt.Errorf("jetstream: data directory %s is in use by another duilie serve; stop it first", dir)
 		}
 		if rerr == nil {
-			if err = p.attach(rec); err == nil {
+			if err = p.attach(rec, min(attachTimeout, time.Until(deadline))); err == nil {
 				return nil
 			}
 		}
@@ -176,10 +177,11 @@ func (p *Platform) openEmbedded(ctx context.Context) error {
 	}
 }
 
-// attach connects to the engine another process serves on the data directory.
-func (p *Platform) attach(rec serveRecord) error {
+// attach connects to the engine another process serves on the data directory, giving up after
+// timeout.
+func (p *Platform) attach(rec serveRecord, timeout time.Duration) error {
 	nc, err := nats.Connect(rec.URL, nats.Token(rec.Token), nats.Name("duilie-local"),
-		nats.MaxReconnects(0), nats.Timeout(time.Second), nats.ErrorHandler(p.asyncError))
+		nats.MaxReconnects(0), nats.Timeout(max(timeout, 10*time.Millisecond)), nats.ErrorHandler(p.asyncError))
 	if err != nil {
 		return err
 	}
