@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,6 +54,19 @@ func LoadConfig(path string) (*Config, error) {
 		return nil, &ConfigError{[]string{path + ": " + err.Error()}}
 	}
 	return ParseConfig(path, filepath.Dir(abs), text)
+}
+
+// OpenPlatform opens the configured platform as o says. A platform that cannot use a
+// setting's value (a data directory another user owns or may write) fails with a
+// *ConfigError naming the key, as a mistake in the file does.
+func (cfg *Config) OpenPlatform(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
+	p, err := cfg.Platform.Open(ctx, o)
+	if len(platform.FieldErrors(err)) > 0 {
+		c := &checker{file: cfg.File, dir: cfg.Dir}
+		c.invalid("platform", nil, cfg.Platform, err, nil)
+		return nil, &ConfigError{c.mistakes}
+	}
+	return p, err
 }
 
 // ParseConfig checks the TOML text of a configuration file named file (for messages) whose

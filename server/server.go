@@ -320,7 +320,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	if s.p, err = cfg.Platform.Open(ctx, platform.OpenOptions{Serve: true, Logger: log}); err != nil {
+	if s.p, err = cfg.OpenPlatform(ctx, platform.OpenOptions{Serve: true, Logger: log}); err != nil {
 		return err
 	}
 	defer func() {

@@ -676,3 +676,35 @@ func TestServeRefuses(t *testing.T) {
 }
 
 func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// A data directory another user could capture is refused by every command (exit 78) with a
+// message naming it and the fix: here another user (nobody) created it where the
+// configuration points, as anyone may in a shared temporary directory; and one that others may
+// write.
+func TestDataDirNotOwn(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	dataDir := filepath.Join(filepath.Dir(cfg), ".duilie")
+	if err := os.Mkdir(dataDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dataDir, 0o777)
+	want := cfg + `: platform.data_dir = "` + dataDir + `": ` + dataDir + ` is writable by its group or others (mode 0777): another user could replace what duilie keeps there; chmod go-w ` + dataDir + "\n"
+	for _, args := range [][]string{{"send", "--binding", "JOBS"}, {"queues"}, {"serve"}} {
+		r := runDuilie(t, `{}`, nil, append(args, "--config", cfg)...)
+		if r.code != 78 || !strings.HasSuffix(r.stderr, "\n"+want) && r.stderr != want { // serve logs before
+			t.Errorf("%s: %+v\nwant 78 and %q", args[0], r, want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the rest needs root, to make a directory another user owns")
+	}
+	os.Chmod(dataDir, 0o755)
+	if err := os.Chown(dataDir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	r := runDuilie(t, `{}`, nil, "send", "--binding", "JOBS", "--config", cfg)
+	if r.code != 78 || !strings.Contains(r.stderr, dataDir+" belongs to uid 65534, not to you (uid 0)") {
+		t.Errorf("send to a directory nobody owns: %+v", r)
+	}
+}

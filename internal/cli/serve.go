@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -45,6 +46,10 @@ process group and ends serve at once. Logs go to stderr, one line per event.`,
 			}
 			onSecondSignal(cmd.Context(), srv.Halt) // no program outlives serve
 			if err := srv.Run(cmd.Context()); err != nil {
+				var ce *server.ConfigError
+				if errors.As(err, &ce) {
+					return err // the platform cannot use a setting: a data directory not the user's own
+				}
 				return unavailable(err)
 			}
 			return nil

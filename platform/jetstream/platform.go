@@ -150,10 +150,16 @@ func (p *Platform) openEmbedded(ctx context.Context) error {
 		if err == nil {
 			return p.startEmbedded(l)
 		}
+		if errors.Is(err, errUnsafe) {
+			return unsafeDataDir(err)
+		}
 		if !errors.Is(err, errLocked) {
 			return fmt.Errorf("jetstream: lock data directory %s: %w", dir, err)
 		}
 		rec, rerr := readServeRecord(dir)
+		if errors.Is(rerr, errUnsafe) {
+			return unsafeDataDir(rerr)
+		}
 		if rerr == nil && p.cfg.Serve {
 			return fmt.Errorf("jetstream: data directory %s is in use by another duilie serve; stop it first", dir)
 		}
@@ -175,6 +181,12 @@ func (p *Platform) openEmbedded(ctx context.Context) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// unsafeDataDir is the error of a data directory that another user could capture: a mistake
+// of the DataDir setting (platform.FieldError), so the configuration reader names the key.
+func unsafeDataDir(err error) error {
+	return fmt.Errorf("jetstream: %w", &platform.FieldError{Field: "DataDir", Rule: err.Error()})
 }
 
 // attach connects to the engine another process serves on the data directory, giving up after
