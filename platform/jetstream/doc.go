@@ -80,6 +80,17 @@
 // not have been stored, like any send. This process keeps at most 32 batches per queue in
 // flight, under JetStream's limit of 50 per stream.
 //
+// # Disk space
+//
+// An engine that runs out of space in the middle of a batch has stored part of it (and shuts
+// JetStream down). So a store on this machine (the embedded engine, or the one a local serve
+// runs) keeps DiskReserve (16 MiB) free on its file system: a send or a batch that would leave
+// less (counting a batch twice, staged and stored, and 1 KiB per message beyond its body) is
+// refused before anything of it is written, with an error that says how much is free; the
+// reserve serves settling the messages there are. A send or a batch waits at most 5 s for
+// JetStream's acknowledgement, whatever the caller's deadline, and then fails: an engine that
+// stopped answering is the platform's failure, not the event's time limit.
+//
 // # Stats
 //
 // For each stream DUILIE_<queue>: ready is the ready subject's message count less the consumer's
