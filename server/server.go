@@ -333,6 +333,19 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		attrs = d.LogAttrs()
 	}
 	log.Info("platform open", attrs...)
+	if st, ok := s.p.(platform.Stater); ok {
+		// Damaged storage is never silent: one line per queue that lost messages or cannot be
+		// loaded, at every start.
+		stats, err := st.Stats(ctx)
+		if err != nil {
+			return fmt.Errorf("read the queues: %w", err)
+		}
+		for _, q := range stats {
+			if q.Damage != "" {
+				log.Error("queue damaged: messages lost", "queue", q.Queue, "lost", q.Lost, "damage", q.Damage)
+			}
+		}
+	}
 	for _, name := range cfg.Queues() {
 		if _, err := s.p.Queue(ctx, name); err != nil {
 			return fmt.Errorf("create queue %s: %w", name, err)

@@ -28,7 +28,7 @@ const (
 	exitUsage       = 64 // EX_USAGE
 	exitUnavailable = 69 // EX_UNAVAILABLE: the engine, a cluster or an address cannot be had
 	exitSoftware    = 70 // EX_SOFTWARE: a failure inside duilie
-	exitIOErr       = 74 // EX_IOERR: reading stdin or writing stdout failed
+	exitIOErr       = 74 // EX_IOERR: reading stdin or writing stdout failed; stored data was lost
 	exitConfig      = 78 // EX_CONFIG
 )
 
@@ -183,7 +183,7 @@ can run in-process.
 
 Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on stderr),
 64 a usage error, 78 a configuration error, 69 the engine or an address is unavailable,
-70 an internal failure, 74 an I/O error.`,
+70 an internal failure, 74 an I/O error (also: queues found messages lost).`,
 		Example:       rootExample(opts),
 		Version:       version(),
 		SilenceErrors: true,

@@ -414,7 +414,7 @@ func TestSendExitStatuses(t *testing.T) {
 	}
 	// Three messages were accepted: 1 + 2 from the batch (one delayed) + 1 delayed.
 	r = runDuilie(t, "", nil, "queues", "--json", "--config", cfg)
-	want := `[{"queue":"jobs","ready":2,"delayed":2,"in_flight":0,"paused":false,"dead_letter_queue":null}]` + "\n"
+	want := `[{"queue":"jobs","ready":2,"delayed":2,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null}]` + "\n"
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("queues --json: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
 	}
@@ -445,7 +445,7 @@ func TestSendServeRestart(t *testing.T) {
 	waitAppLog(t, appLog, `done (while|batch1|batch2) attempts=1`, 3)
 	s.waitAcked(4) // the host settles a batch once its program has exited
 	r := runDuilie(t, "", nil, "queues", "--config", cfg)
-	if r.code != 0 || r.stdout != "queue   ready  delayed  in_flight  paused  dead_letter_queue\njobs        0        0          0  no      -\nsecret      0        0          0  no      -\n" {
+	if r.code != 0 || r.stdout != "queue   ready  delayed  in_flight  lost  paused  dead_letter_queue\njobs        0        0          0     0  no      -\nsecret      0        0          0     0  no      -\n" {
 		t.Errorf("queues while serving: %+v", r)
 	}
 	if code, _ := s.stop(); code != 0 {
@@ -456,7 +456,7 @@ func TestSendServeRestart(t *testing.T) {
 		t.Fatalf("send between: %+v", r)
 	}
 	r = runDuilie(t, "", nil, "queues", "--json", "--config", cfg)
-	if want := `[{"queue":"jobs","ready":1,"delayed":0,"in_flight":0,"paused":false,"dead_letter_queue":null},{"queue":"secret","ready":0,"delayed":0,"in_flight":0,"paused":false,"dead_letter_queue":null}]` + "\n"; r.stdout != want {
+	if want := `[{"queue":"jobs","ready":1,"delayed":0,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null},{"queue":"secret","ready":0,"delayed":0,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null}]` + "\n"; r.stdout != want {
 		t.Errorf("queues between: %+v", r)
 	}
 	s = startServe(t, cfg, env...)
@@ -707,4 +707,61 @@ func TestDataDirNotOwn(t *testing.T) {
 	if r.code != 78 || !strings.Contains(r.stderr, dataDir+" belongs to uid 65534, not to you (uid 0)") {
 		t.Errorf("send to a directory nobody owns: %+v", r)
 	}
+}
+
+// Damaged storage is never silent: a block file cut in half (half the messages gone), then a
+// corrupt stream metadata file (the queue not loadable).
+func TestQueuesDamage(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	batch := "[" + strings.Repeat(`{"body":{"name":"`+strings.Repeat("x", 100)+`"}},`, 19) + `{"body":{"name":"last"}}]`
+	if r := runDuilie(t, batch, nil, "send-batch", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+		t.Fatalf("send-batch: %+v", r)
+	}
+	stream := filepath.Join(filepath.Dir(cfg), ".duilie", "jetstream", "$G", "streams", "DUILIE_jobs")
+	blk := filepath.Join(stream, "msgs", "1.blk")
+	info, err := os.Stat(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(blk, info.Size()/2)
+
+	r := runDuilie(t, "", nil, "queues", "--config", cfg)
+	m := regexp.MustCompile(`(?m)^jobs\s+(\d+)\s+0\s+0\s+(\d+)$`).FindStringSubmatch(r.stdout)
+	if r.code != 74 || m == nil || m[1] == "20" || atoi(m[1])+atoi(m[2]) != 20 ||
+		!strings.HasPrefix(r.stderr, "duilie: queue jobs: "+m[2]+" messages lost (sequences ") {
+		t.Fatalf("queues after a cut block file: %+v", r)
+	}
+	r = runDuilie(t, "", nil, "queues", "--json", "--config", cfg)
+	if r.code != 74 || !strings.Contains(r.stdout, `"lost":`+m[2]+`,"damage":"`+m[2]+` messages lost`) {
+		t.Errorf("queues --json: %+v", r)
+	}
+	// serve says so at its start, and serves the messages that are left.
+	appLog, env := appLogEnv(t)
+	s := startServe(t, cfg, env...)
+	s.waitLog(`level=ERROR msg="queue damaged: messages lost" queue=jobs lost=`+m[2]+` damage="`, 1)
+	s.waitAcked(atoi(m[1]))
+	s.stop()
+	waitAppLog(t, appLog, `done x+ attempts=1`, atoi(m[1]))
+
+	// A damaged stream metadata file: the queue cannot be loaded; send refuses it.
+	os.WriteFile(filepath.Join(stream, "meta.inf"), []byte("{garbage"), 0o600)
+	r = runDuilie(t, "", nil, "queues", "--config", cfg)
+	if r.code != 74 || !strings.Contains(r.stderr, "its stored messages cannot be loaded (Stream metafile") {
+		t.Errorf("queues after a corrupt meta.inf: %+v", r)
+	}
+	r = runDuilie(t, `{}`, nil, "send", "--binding", "JOBS", "--config", cfg)
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "队列发送失败：jetstream: queue jobs: its stored messages cannot be loaded (") {
+		t.Errorf("send to a queue that cannot be loaded: %+v", r)
+	}
+	r = runDuilie(t, "", nil, "serve", "--config", cfg)
+	if r.code != 69 || !strings.Contains(r.stderr, `level=ERROR msg="queue damaged: messages lost" queue=jobs`) ||
+		!strings.Contains(r.stderr, "duilie will not create it anew over them") {
+		t.Errorf("serve on a queue that cannot be loaded: %+v", r)
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

@@ -81,7 +81,7 @@ func TestPythonExample(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &stats); err != nil || r.code != 0 {
 		t.Fatalf("queues --json: %+v", r)
 	}
-	if len(stats) != 2 || stats[1]["queue"] != "page-render" || stats[1]["delayed"] != 1.0 || stats[1]["dead_letter_queue"] != "page-dlq" || len(stats[1]) != 6 {
+	if len(stats) != 2 || stats[1]["queue"] != "page-render" || stats[1]["delayed"] != 1.0 || stats[1]["dead_letter_queue"] != "page-dlq" || stats[1]["lost"] != 0.0 || len(stats[1]) != 7 {
 		t.Errorf("queues --json: %s; want page-render with the retried task delayed", r.stdout)
 	}
 

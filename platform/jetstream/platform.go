@@ -60,6 +60,9 @@ type Platform struct {
 	queues    map[string]*queue
 	consumers map[*consumer]struct{}
 	closed    bool
+
+	stopSweep func() // ends the retention sweep of a serving process, and waits for it
+	unloaded  unloaded
 }
 
 var (
@@ -76,6 +79,7 @@ var (
 // it (it is often another short-lived command) and then fails with an error naming the
 // directory.
 func Open(ctx context.Context, cfg Config) (*Platform, error) {
+	serving := cfg.Serve // a cluster's Config.Serve is cleared, but its serve sweeps too
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -95,6 +99,18 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		p.shutdown()
 		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if p.srv != nil {
+		if err := p.takeAccount(ctx); err != nil {
+			p.shutdown()
+			return nil, fmt.Errorf("jetstream: taking account of %s: %w", cfg.DataDir, err)
+		}
+	}
+	if serving {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); p.sweep(ctx) }()
+		p.stopSweep = func() { cancel(); <-done }
 	}
 	return p, nil
 }
@@ -227,7 +243,7 @@ func (p *Platform) startEmbedded(l *dirLock) error {
 		l.release()
 		return fmt.Errorf("jetstream: embedded engine: %w", err)
 	}
-	srv.SetLogger(serverLogger{p.log}, false, false)
+	srv.SetLogger(serverLogger{p.log, &p.unloaded}, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(startWait) {
 		srv.Shutdown()
@@ -281,6 +297,15 @@ func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
 	if ok {
 		return q, nil
 	}
+	d, err := p.localDamage()
+	if err != nil {
+		return nil, err
+	}
+	if why := d.unloadable(name); why != "" {
+		// Creating the queue anew would write a fresh stream over its stored messages.
+		return nil, platform.Permanent(fmt.Errorf("jetstream: queue %s: its stored messages cannot be loaded (%s); duilie will not create it anew over them: restore its files, or move its directory aside, then delete %s",
+			name, why, filepath.Join(p.cfg.DataDir, lostFileName)))
+	}
 	if _, err := p.js.CreateOrUpdateStream(ctx, p.streamConfig(name)); err != nil {
 		return nil, fmt.Errorf("jetstream: create queue %s: %w", name, err)
 	}
@@ -296,8 +321,9 @@ func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
 
 // streamConfig is the stream of one queue: ready messages on duilie.<q>.m, one schedule
 // subject per delayed message under duilie.<q>.s., work-queue retention so that an ack removes
-// a message. Expiry is per message (Nats-TTL = retention); MaxAge only backstops messages of
-// foreign producers, and exceeds every TTL duilie sets.
+// a message. Nothing expires by itself: a serving process removes messages past their
+// retention, and counts them (see expire). (Message TTLs stay allowed: streams made by earlier
+// versions have them on, and it cannot be turned off.)
 func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               streamName(name),
@@ -307,7 +333,6 @@ func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
 		Storage:            jetstream.FileStorage,
 		Replicas:           p.cfg.Replicas,
 		Discard:            jetstream.DiscardOld,
-		MaxAge:             p.cfg.Retention + maxDelay + time.Hour,
 		AllowMsgTTL:        true,
 		AllowMsgSchedules:  true,
 		AllowAtomicPublish: true,
@@ -316,9 +341,6 @@ func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
 		Duplicates:         2 * time.Minute,
 	}
 }
-
-// maxDelay is the longest send or retry delay of the interface (43200 s).
-const maxDelay = 12 * time.Hour
 
 // Consume starts delivering the named queue's messages, creating the queue if it is missing.
 // All Consumers of a queue, in this process or others on the same cluster, share one durable
@@ -352,6 +374,40 @@ func (p *Platform) forget(c *consumer) {
 // come from two snapshots (the stream's, then its consumer's) taken a moment apart, so under
 // load they are approximate; see the package documentation.
 func (p *Platform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
+	names, err := p.queueNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := p.localDamage()
+	if err != nil {
+		return nil, err
+	}
+	for q := range d {
+		if d.unloadable(q) != "" && !slices.Contains(names, q) {
+			names = append(names, q)
+		}
+	}
+	slices.Sort(names)
+	stats := make([]platform.QueueStats, 0, len(names))
+	for _, name := range names {
+		s := platform.QueueStats{Queue: name}
+		if d.unloadable(name) == "" {
+			s, err = p.queueStats(ctx, name)
+			switch {
+			case errors.Is(err, jetstream.ErrStreamNotFound):
+				continue // deleted meanwhile
+			case err != nil:
+				s = platform.QueueStats{Queue: name, Damage: "its stream cannot be read: " + err.Error()}
+			}
+		}
+		d.stats(&s)
+		stats = append(stats, s)
+	}
+	return stats, nil
+}
+
+// queueNames lists the duilie queues on the engine or cluster, sorted.
+func (p *Platform) queueNames(ctx context.Context) ([]string, error) {
 	var names []string
 	lister := p.js.StreamNames(ctx, jetstream.WithStreamListSubject(subjectPrefix+">"))
 	for n := range lister.Name() {
@@ -363,18 +419,7 @@ func (p *Platform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
 		return nil, fmt.Errorf("jetstream: list queues: %w", err)
 	}
 	slices.Sort(names)
-	stats := make([]platform.QueueStats, 0, len(names))
-	for _, name := range names {
-		s, err := p.queueStats(ctx, name)
-		if err != nil {
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				continue // deleted meanwhile
-			}
-			return nil, fmt.Errorf("jetstream: stats of queue %s: %w", name, err)
-		}
-		stats = append(stats, s)
-	}
-	return stats, nil
+	return names, nil
 }
 
 func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueStats, error) {
@@ -388,7 +433,8 @@ func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueS
 	if err != nil {
 		return s, err
 	}
-	ready := int64(info.State.Subjects[readySubject(name)])
+	// The subject's count can outlive messages a damaged store lost: never more than there are.
+	ready := min(int64(info.State.Subjects[readySubject(name)]), int64(info.State.Msgs))
 	s.Delayed = max(int64(info.State.Msgs)-ready, 0) // schedule messages: pending sends and retries
 	if ci, err := st.Consumer(ctx, consumerName); err == nil {
 		s.InFlight = int64(ci.CachedInfo().NumAckPending)
@@ -398,6 +444,11 @@ func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueS
 	}
 	// Delivered messages stay in a work-queue stream until they are acked.
 	s.Ready = max(ready-s.InFlight, 0)
+	if f, ok := engineReport(info.State.Lost, time.Now().UTC().Truncate(time.Second)); ok && p.cfg.URL != "" {
+		// A cluster's servers report their losses here (the embedded engine's are accounted
+		// for at open, in lost.json).
+		damage{name: {f}}.stats(&s)
+	}
 	return s, nil
 }
 
@@ -417,6 +468,17 @@ func (p *Platform) Close() error {
 	p.mu.Unlock()
 	for _, c := range cs {
 		c.Close()
+	}
+	if p.stopSweep != nil {
+		p.stopSweep()
+	}
+	if p.srv != nil {
+		// Nothing of ours writes any more: the next open counts every message from here.
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		if err := p.writeState(ctx); err != nil {
+			p.log.Warn("jetstream: recording the queues' state at close; the next open cannot count losses", "err", err)
+		}
+		cancel()
 	}
 	return p.shutdown()
 }
@@ -450,15 +512,23 @@ func (p *Platform) shutdown() error {
 }
 
 // serverLogger passes the embedded server's log lines to slog. Its notices (startup banner,
-// stream recovery) are routine, so they go to debug level.
-type serverLogger struct{ log *slog.Logger }
+// stream recovery) are routine, so they go to debug level. Its warnings about a stream it did
+// not load explain that queue's damage.
+type serverLogger struct {
+	log      *slog.Logger
+	unloaded *unloaded
+}
 
 func (l serverLogger) Noticef(format string, v ...any) {
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
 		l.log.Debug(fmt.Sprintf(format, v...))
 	}
 }
-func (l serverLogger) Warnf(format string, v ...any)  { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Warnf(format string, v ...any) {
+	line := fmt.Sprintf(format, v...)
+	l.unloaded.heard(line)
+	l.log.Warn(line)
+}
 func (l serverLogger) Fatalf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
 func (l serverLogger) Errorf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
 func (l serverLogger) Debugf(format string, v ...any) {}

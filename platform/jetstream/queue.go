@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -34,11 +33,9 @@ const scheduleLead = 150 * time.Millisecond
 
 // JetStream's headers that duilie sets.
 const (
-	hdrTTL            = "Nats-TTL"
 	hdrMsgID          = "Nats-Msg-Id"
 	hdrSchedule       = "Nats-Schedule"
 	hdrScheduleTarget = "Nats-Schedule-Target"
-	hdrScheduleTTL    = "Nats-Schedule-TTL"
 	hdrBatchID        = "Nats-Batch-Id"
 	hdrBatchSeq       = "Nats-Batch-Sequence"
 	hdrBatchCommit    = "Nats-Batch-Commit"
@@ -79,18 +76,13 @@ type queue struct {
 	p       *Platform
 	name    string
 	ready   string
-	ttl     string // retention in seconds, the Nats-TTL of a ready message
 	batches chan struct{}
 }
 
 var _ platform.Queue = (*queue)(nil)
 
 func newQueue(p *Platform, name string) *queue {
-	return &queue{
-		p: p, name: name, ready: readySubject(name),
-		ttl:     strconv.FormatInt(int64(math.Ceil(p.cfg.Retention.Seconds())), 10),
-		batches: make(chan struct{}, maxBatchesInFlight),
-	}
+	return &queue{p: p, name: name, ready: readySubject(name), batches: make(chan struct{}, maxBatchesInFlight)}
 }
 
 // envelope is what identifies a message across stream messages: a send, a delayed retry and a
@@ -118,7 +110,6 @@ func (q *queue) message(e envelope, body []byte, delay time.Duration) *nats.Msg 
 	m := &nats.Msg{Header: h, Data: body}
 	if delay <= 0 {
 		m.Subject = q.ready
-		h[hdrTTL] = []string{q.ttl}
 		return m
 	}
 	// Rounded up to the millisecond the header carries, so it is never early.
@@ -132,10 +123,6 @@ func (q *queue) message(e envelope, body []byte, delay time.Duration) *nats.Msg 
 	h[hdrDue] = []string{strconv.FormatInt(due.UnixMilli(), 10)}
 	h[hdrSchedule] = []string{"@at " + at.UTC().Format(scheduleLayout)}
 	h[hdrScheduleTarget] = []string{q.ready}
-	// The schedule outlives the stream's MaxAge if it must, and its fired message gets the
-	// queue's retention from the due time on.
-	h[hdrTTL] = []string{strconv.FormatInt(int64(math.Ceil((delay + q.p.cfg.Retention).Seconds())), 10)}
-	h[hdrScheduleTTL] = []string{q.ttl}
 	return m
 }
 
