@@ -70,3 +70,25 @@ func TestEventLogLevels(t *testing.T) {
 		t.Errorf("%d lines for %d records: a record spans lines", n, strings.Count(text, "time="))
 	}
 }
+
+// A fetch listener that is not loopback-only is logged at WARN with its address.
+func TestListenBeyondLoopbackWarns(t *testing.T) {
+	log := &syncLog{}
+	srv, err := server.New(server.Config{
+		Platform: &memory.Config{},
+		Listen:   ":0",
+		Logger:   slog.New(slog.NewTextHandler(log, nil)),
+		Program:  &server.Program{Fetch: func(ev *host.Event, w http.ResponseWriter, r *http.Request) error { return nil }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	want := `level=WARN msg="listening beyond loopback: every host that can reach this address can use it" listener="fetch events" addr=` + srv.FetchAddr()
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("log:\n%s\nwant %s", log, want)
+	}
+}

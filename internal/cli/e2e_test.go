@@ -112,6 +112,7 @@ func testApp() int {
 				Name      string `json:"name"`
 				FailBelow int    `json:"fail_below"`
 				SleepMS   int    `json:"sleep_ms"`
+				DeepMB    int    `json:"deep_mb"`
 			} `json:"body"`
 		} `json:"messages"`
 	}
@@ -126,6 +127,19 @@ func testApp() int {
 			b.FailBelow = 0
 		}
 		logLine("start %s attempts=%d", b.Name, m.Attempts)
+		if b.DeepMB > 0 {
+			// A call of nothing but brackets, streamed: the bridge must refuse it as it comes.
+			resp, err := http.Post(os.Getenv("DUILIE_BRIDGE"), "application/json",
+				io.LimitReader(bracketReader{}, int64(b.DeepMB)<<20))
+			if err != nil {
+				logLine("deep %s: %v", b.Name, err)
+				return 17
+			}
+			text, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			logLine("deep %s %d %s", b.Name, resp.StatusCode, text)
+			return 18
+		}
 		if m.Attempts < b.FailBelow {
 			logLine("fail %s attempts=%d", b.Name, m.Attempts)
 			return 3
@@ -146,6 +160,16 @@ func testApp() int {
 		logLine("done %s attempts=%d", b.Name, m.Attempts)
 	}
 	return 0
+}
+
+// bracketReader is an endless "[[[[…".
+type bracketReader struct{}
+
+func (bracketReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '['
+	}
+	return len(p), nil
 }
 
 // e2eConfig writes a duilie.toml into a new directory and returns its path. The app is this
@@ -535,6 +559,43 @@ func TestGracefulShutdown(t *testing.T) {
 	if b, _ := os.ReadFile(appLog); strings.Contains(string(b), "done long attempts=1") {
 		t.Errorf("the halted event finished:\n%s", b)
 	}
+}
+
+// A call of 30 MB of nested brackets to a real serve's bridge is refused as it arrives: the
+// serve's peak memory does not grow (it grew from 25 MB to 802 MB for 20 MB of brackets).
+func TestDeepCallMemory(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	appLog, env := appLogEnv(t)
+	s := startServe(t, cfg, env...)
+	before := peakRSS(t, s.cmd.Process.Pid)
+	if r := runDuilie(t, `{"name":"deep","deep_mb":30}`, nil, "send", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+		t.Fatalf("send: %+v", r)
+	}
+	waitAppLog(t, appLog, `deep deep `, 1)
+	b, _ := os.ReadFile(appLog)
+	if !strings.Contains(string(b), "deep deep 500 桥接调用无效：调用嵌套超过 2 层\n") {
+		t.Errorf("the program saw:\n%s", b)
+	}
+	if grown := peakRSS(t, s.cmd.Process.Pid) - before; grown > 20<<20 {
+		t.Errorf("serve's peak memory grew by %d MiB", grown>>20)
+	}
+	s.stop()
+}
+
+// peakRSS is a process's peak resident memory (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(status)
+	if m == nil {
+		t.Skip("no VmHWM in /proc/<pid>/status")
+	}
+	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return kb << 10
 }
 
 // With nothing running, serve exits within 200 ms of logging stopped.
