@@ -127,31 +127,6 @@ func (d damage) unloadable(queue string) string {
 	return ""
 }
 
-// writeJSON writes v to name in dir atomically, readable by its owner only.
-func writeJSON(dir, name string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, name+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, name))
-}
-
 // streamsDir is where the embedded engine keeps the streams of duilie's account.
 func streamsDir(dataDir string) string {
 	return filepath.Join(dataDir, "jetstream", "$G", "streams")

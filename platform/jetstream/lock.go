@@ -79,14 +79,24 @@ type serveRecord struct {
 	PID   int    `json:"pid"`
 }
 
-// record writes the serve record atomically (temporary file, then rename), readable only by
-// the owner since the token grants full access.
+// record writes the serve record atomically, readable only by the owner since the token
+// grants full access.
 func (l *dirLock) record(r serveRecord) error {
-	b, err := json.Marshal(r)
+	if err := writeJSON(l.dir, serveFileName, r); err != nil {
+		return err
+	}
+	l.recorded = true
+	return nil
+}
+
+// writeJSON writes v to name in dir atomically (a temporary file, then a rename), readable by
+// its owner only.
+func writeJSON(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(l.dir, serveFileName+".*")
+	tmp, err := os.CreateTemp(dir, name+".*")
 	if err != nil {
 		return err
 	}
@@ -95,18 +105,14 @@ func (l *dirLock) record(r serveRecord) error {
 		tmp.Close()
 		return err
 	}
-	if _, err := tmp.Write(b); err != nil {
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
 		tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(l.dir, serveFileName)); err != nil {
-		return err
-	}
-	l.recorded = true
-	return nil
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
 // release removes the serve record, then drops the lock.
