@@ -174,15 +174,6 @@ func (p *Platform) takeAccount(ctx context.Context) error {
 			fresh, changed = append(fresh, found{q, f}), true
 		}
 	}
-	// Queues that stopped being unloadable are no longer reported so.
-	for q, found := range d {
-		if slices.Contains(loaded, q) {
-			kept := slices.DeleteFunc(slices.Clone(found), func(f finding) bool { return f.Unloadable != "" })
-			if len(kept) != len(found) {
-				d[q], changed = kept, true
-			}
-		}
-	}
 	entries, err := os.ReadDir(streamsDir(dir))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -199,13 +190,15 @@ func (p *Platform) takeAccount(ctx context.Context) error {
 		add(q, finding{Unloadable: why, How: "its stream was not loaded", Found: now})
 	}
 	for _, q := range loaded {
-		st, err := p.js.Stream(ctx, streamName(q))
+		info, err := p.streamInfo(ctx, q)
 		if err != nil {
-			return fmt.Errorf("jetstream: queue %s: %w", q, err)
+			// Listed, but not readable: the engine keeps it offline (metadata it cannot use).
+			add(q, finding{Unloadable: err.Error(), How: "its stream could not be read", Found: now})
+			continue
 		}
-		info, err := st.Info(ctx, jetstream.WithDeletedDetails(true))
-		if err != nil {
-			return fmt.Errorf("jetstream: queue %s: %w", q, err)
+		// A queue that stopped being unloadable is no longer reported so.
+		if kept := slices.DeleteFunc(slices.Clone(d[q]), func(f finding) bool { return f.Unloadable != "" }); len(kept) != len(d[q]) {
+			d[q], changed = kept, true
 		}
 		engineLost := 0
 		if f, ok := engineReport(info.State.Lost, now); ok {
@@ -296,6 +289,15 @@ func ranges(seqs []uint64) [][2]uint64 {
 	return out
 }
 
+// streamInfo is the state of queue's stream with the sequences deleted from it.
+func (p *Platform) streamInfo(ctx context.Context, queue string) (*jetstream.StreamInfo, error) {
+	st, err := p.js.Stream(ctx, streamName(queue))
+	if err != nil {
+		return nil, err
+	}
+	return st.Info(ctx, jetstream.WithDeletedDetails(true))
+}
+
 // writeState records, at a clean close of the embedded engine, every queue's count and
 // sequences, for the next open's account (takeAccount).
 func (p *Platform) writeState(ctx context.Context) error {
@@ -308,13 +310,9 @@ func (p *Platform) writeState(ctx context.Context) error {
 		Streams map[string]mark `json:"streams"`
 	}{time.Now().UTC(), map[string]mark{}}
 	for _, q := range names {
-		st, err := p.js.Stream(ctx, streamName(q))
+		info, err := p.streamInfo(ctx, q)
 		if err != nil {
-			return err
-		}
-		info, err := st.Info(ctx, jetstream.WithDeletedDetails(true))
-		if err != nil {
-			return err
+			continue // not loaded as it is: the next open finds it so again
 		}
 		s := info.State
 		deleted := slices.Clone(s.Deleted)

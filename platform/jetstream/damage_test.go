@@ -2,6 +2,9 @@ package jetstream
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/highwayhash"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/duilie/duilie/platform"
@@ -181,4 +185,65 @@ func TestEngineReport(t *testing.T) {
 	if !ok || s.Lost != 3 || s.Damage != "3 messages lost (sequences 5–9), reported lost by the engine, found 2026-01-02T03:04:05Z" {
 		t.Errorf("%v %+v", ok, s)
 	}
+}
+
+// A stream the engine keeps offline (its metadata has a setting this engine does not know,
+// written by a newer one, say) is listed but cannot be read: the queue is one that cannot be
+// loaded, and the other queues are there as ever.
+func TestStreamCannotBeRead(t *testing.T) {
+	t.Parallel()
+	dir, stream := filled(t, 5)
+	meta := filepath.Join(stream, "meta.inf")
+	b, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["a_setting_from_the_future"] = true
+	b, _ = json.Marshal(cfg)
+	os.WriteFile(meta, b, 0o600)
+	key := sha256.Sum256([]byte(streamName("q")))
+	hh, _ := highwayhash.NewDigest64(key[:])
+	hh.Write(b)
+	os.WriteFile(filepath.Join(stream, "meta.sum"), []byte(hex.EncodeToString(hh.Sum(nil))), 0o600)
+
+	p := open(t, Config{DataDir: dir})
+	got := map[string]string{}
+	for _, s := range stats(t, p) {
+		got[s.Queue] = s.Damage
+	}
+	if _, ok := got["other"]; !ok || !strings.Contains(got["q"], "its stored messages cannot be loaded (") || !strings.Contains(got["q"], "stream is offline") {
+		t.Errorf("stats: %v", got)
+	}
+}
+
+// On a cluster, a queue whose stream cannot be read (here: its only replica's server is down)
+// gets a row saying so; the other queues' rows are there as ever.
+func TestClusterStreamCannotBeRead(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 1)
+	one := open(t, Config{URL: tc.url(0), Replicas: 1})
+	three := open(t, Config{URL: tc.url(0), Replicas: 3})
+	send(t, queueOf(t, one, "q"), "1", 0)
+	send(t, queueOf(t, three, "other"), "1", 0)
+	leader := tc.streamLeader(t, 0, "q")
+	leader.Shutdown()
+	leader.WaitForShutdown()
+	eventually(t, 60*time.Second, func() error {
+		all, err := three.Stats(context.Background()) // the meta group may be electing a leader
+		if err != nil {
+			return err
+		}
+		got := map[string]platform.QueueStats{}
+		for _, s := range all {
+			got[s.Queue] = s
+		}
+		if !strings.HasPrefix(got["q"].Damage, "its stream cannot be read: ") || got["other"].Ready != 1 {
+			return fmt.Errorf("stats %+v", got)
+		}
+		return nil
+	})
 }
