@@ -67,6 +67,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func MainWith(opts Options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer close(sigs) // after Stop: no signal is sent on it any more, and the watcher ends
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
