@@ -109,12 +109,12 @@ var (
 // Queue is a host.Handler that runs the command for a queue event, with DUILIE_EVENT=queue and
 // DUILIE_BRIDGE set. Exit status 0 ends the event normally. Any other exit status, or a signal,
 // fails it with an error such as "program exited with status 3", which unwraps to the
-// *exec.ExitError. A program that cannot be started (too many open files, an argument list too
-// long, an executable that cannot be run) is a *host.StartError: the host's failure, which
-// costs its messages no attempt. At the event's time limit, or after a bridge call aborted the event, the
-// whole process group is killed and the event fails with its abort. When the event ends,
-// whatever is left of the process group is killed. stdin is empty; every line of stdout and
-// stderr is logged with the event id, the queue and the stream.
+// *exec.ExitError. A program that cannot be started (too many open files, an argument list
+// too long, an executable that cannot be run) is a *host.StartError: the host's failure, which
+// costs its messages no attempt. At the event's time limit, or after a bridge call aborted the
+// event, the whole process group is killed and the event fails with its abort. When the event
+// ends, whatever is left of the process group is killed. stdin is empty; every line of stdout
+// and stderr is logged with the event id, the queue and the stream, up to MaxOutput each.
 func (p *Program) Queue(ev *host.Event) error {
 	attrs := []any{"event", ev.ID(), "kind", string(ev.Kind())}
 	if b := event.BatchOf(ev); b != nil {
