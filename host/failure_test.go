@@ -198,7 +198,7 @@ func TestStartErrorReleases(t *testing.T) {
 	var mu sync.Mutex
 	var starts []time.Time
 	var attempts []int
-	reports := o.consume(cc, 5, func(ev *host.Event) error {
+	all := o.consume(cc, 10, func(ev *host.Event) error { // a StartReport and an EventReport each
 		b, _ := duilie.ReadBatchOf[any](ev)
 		mu.Lock()
 		defer mu.Unlock()
@@ -209,11 +209,16 @@ func TestStartErrorReleases(t *testing.T) {
 		}
 		return nil
 	})
-	for i, r := range reports {
-		e, ok := r.(*host.EventReport)
-		if !ok {
-			t.Fatalf("report %d: %T", i, r)
+	var reports []*host.EventReport
+	for _, r := range all {
+		if e, ok := r.(*host.EventReport); ok {
+			reports = append(reports, e)
 		}
+	}
+	if len(reports) != 5 {
+		t.Fatalf("%d event reports, want 5", len(reports))
+	}
+	for i, e := range reports {
 		wantOutcome, wantAction := host.NotStarted, platform.Release
 		if i == 4 {
 			wantOutcome, wantAction = host.OK, platform.Done
@@ -250,7 +255,13 @@ func TestStartErrorFetch(t *testing.T) {
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
 		t.Errorf("%d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	if e := o.all()[0].(*host.EventReport); e.Outcome != host.NotStarted || e.Status != 503 {
+	var e *host.EventReport
+	for _, r := range o.all() {
+		if er, ok := r.(*host.EventReport); ok {
+			e = er
+		}
+	}
+	if e == nil || e.Outcome != host.NotStarted || e.Status != 503 {
 		t.Errorf("report %s %d", e.Outcome, e.Status)
 	}
 }
