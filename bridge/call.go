@@ -3,9 +3,7 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/duilie/duilie"
@@ -44,6 +42,12 @@ const MaxCallBytes = 64 << 20
 // maxSafeInteger bounds integer arguments: a JSON number with an integral value v, |v| ≤ 2^53.
 const maxSafeInteger = 1 << 53
 
+// MaxCallDepth is the deepest nesting a call may have. A well-formed call is one array of
+// scalars (depth 1); an argument that is itself an array or an object (depth 2) gets the
+// message of the argument's type. Anything deeper is refused while the call is being read,
+// before it is parsed or even held whole (桥接调用无效：调用嵌套超过 2 层).
+const MaxCallDepth = 2
+
 // AbortMalformed starts the abort reason of every malformed call; what is wrong follows it.
 const AbortMalformed = "桥接调用无效："
 
@@ -51,6 +55,7 @@ const AbortMalformed = "桥接调用无效："
 // interface name; %d is a 1-based argument position (the name is not counted) or a count.
 const (
 	badTooBig     = "调用超过 64 MiB"
+	badDeep       = "调用嵌套超过 2 层"
 	badJSON       = "调用不是有效的 JSON 文字"
 	badNotArray   = "调用须为 JSON 数组"
 	badEmpty      = "调用数组为空"
@@ -77,8 +82,14 @@ type call struct {
 
 // decodeCall decodes a request body ["<name>", args…] with duilie's own JSON decoder. On a
 // malformed call it returns what is wrong, the part of the abort reason after AbortMalformed.
+// Strings are taken from the normalized text; integers are judged on the call's own decimal
+// text, which normalization would round to a double.
 func decodeCall(body []byte) (call, string) {
 	var c call
+	var depth depthGuard
+	if !depth.feed(body) {
+		return c, badDeep
+	}
 	norm, _, err := jsonvalue.Append(make([]byte, 0, len(body)), body)
 	if err != nil {
 		return c, badJSON
@@ -93,6 +104,7 @@ func decodeCall(body []byte) (call, string) {
 	if len(elems) == 0 {
 		return c, badEmpty
 	}
+	raw := rawElements(body, len(elems))
 	if elems[0][0] != '"' {
 		return c, badNameType
 	}
@@ -121,7 +133,7 @@ func decodeCall(body []byte) (call, string) {
 			}
 			c.strs = append(c.strs, s)
 		case 'i':
-			n, bad := integer(a)
+			n, bad := integer(raw[i+1])
 			if bad != "" {
 				return c, fmt.Sprintf(bad, name, i+1)
 			}
@@ -131,29 +143,181 @@ func decodeCall(body []byte) (call, string) {
 	return c, ""
 }
 
-// integer reads a normalized JSON number with an integral value within ±2^53. Numbers that
-// overflow to ±Infinity are normalized to null, so they are not integers.
+// integer judges a JSON number token as written, digit by digit, never through a double: its
+// value must be integral (1.0 and 1e1 are, 1.0000000000000000001 and 1e-400 are not) and
+// within ±2^53 (9007199254740993, 1e400 and a 5000-digit integer are not). A value beyond
+// ±2^53 is out of range whether or not it is integral. Anything that is not a number is not an
+// integer.
 func integer(tok []byte) (int, string) {
-	if tok[0] != '-' && (tok[0] < '0' || tok[0] > '9') {
-		return 0, badArgInteger
+	neg := len(tok) > 0 && tok[0] == '-'
+	if neg {
+		tok = tok[1:]
 	}
-	f, err := strconv.ParseFloat(string(tok), 64)
-	switch {
-	case err != nil && !errors.Is(err, strconv.ErrRange):
-		return 0, badArgInteger
-	case math.Abs(f) > maxSafeInteger:
-		return 0, badArgRange
-	case f != math.Trunc(f):
-		return 0, badArgInteger
+	// The number is digits × 10^exp, digits without leading or trailing zeros.
+	intEnd := 0
+	for intEnd < len(tok) && isDigit(tok[intEnd]) {
+		intEnd++
 	}
-	v := int64(f)
-	if int64(int(v)) != v { // a 32-bit int: any value this big is out of every range anyway
-		if v < 0 {
-			return math.MinInt, ""
+	if intEnd == 0 {
+		return 0, badArgInteger // not a number: a string, a literal, an array or an object
+	}
+	digits := make([]byte, 0, 20)
+	digits = append(digits, tok[:intEnd]...)
+	rest := tok[intEnd:]
+	exp := 0
+	if len(rest) > 0 && rest[0] == '.' {
+		j := 1
+		for j < len(rest) && isDigit(rest[j]) {
+			j++
 		}
-		return math.MaxInt, ""
+		digits = append(digits, rest[1:j]...)
+		exp = -(j - 1)
+		rest = rest[j:]
+	}
+	if len(rest) > 0 && (rest[0] == 'e' || rest[0] == 'E') {
+		exp = addExponent(exp, rest[1:])
+	}
+	for len(digits) > 0 && digits[0] == '0' {
+		digits = digits[1:]
+	}
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+		exp++
+	}
+	if len(digits) == 0 {
+		return 0, "" // 0, -0, 0.000, 0e99
+	}
+	// 2^53 has 16 digits: a value whose integral part has more is out of range.
+	intDigits := len(digits) + exp
+	if intDigits > 16 {
+		return 0, badArgRange
+	}
+	var v uint64
+	for i := range max(intDigits, 0) {
+		d := uint64(0)
+		if i < len(digits) {
+			d = uint64(digits[i] - '0')
+		}
+		v = v*10 + d
+	}
+	fraction := exp < 0
+	if v > maxSafeInteger || v == maxSafeInteger && fraction {
+		return 0, badArgRange
+	}
+	if fraction {
+		return 0, badArgInteger
+	}
+	if neg {
+		return -int(v), ""
 	}
 	return int(v), ""
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// addExponent adds a JSON exponent ([+-]digits) to exp, saturating far beyond any digit count
+// a call can hold.
+func addExponent(exp int, e []byte) int {
+	neg := len(e) > 0 && e[0] == '-'
+	if len(e) > 0 && (e[0] == '-' || e[0] == '+') {
+		e = e[1:]
+	}
+	const limit = 1 << 40 // more than MaxCallBytes digits either way
+	n := 0
+	for _, c := range e {
+		if !isDigit(c) || n > limit {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	if neg {
+		return exp - n
+	}
+	return exp + n
+}
+
+// rawElements returns the top-level elements of body, a JSON array of n elements that has
+// been checked already, as written (whitespace around them trimmed). An element nests at most
+// once more (MaxCallDepth), so one level of brackets is skipped over.
+func rawElements(body []byte, n int) [][]byte {
+	out := make([][]byte, 0, n)
+	i := 0
+	for body[i] != '[' {
+		i++
+	}
+	i++
+	depth, inString, start := 0, false, i
+	for ; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case (c == ']' || c == '}') && depth > 0:
+			depth--
+		case c == ',' || c == ']':
+			out = append(out, trimSpace(body[start:i]))
+			if c == ']' {
+				return out
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// isSpace reports JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// depthGuard follows the nesting of a call's bytes as they arrive, brackets inside strings
+// not counted, and says as soon as it passes MaxCallDepth. It is not a parser: on text that is
+// not JSON it only counts, and the parser later says what is wrong.
+type depthGuard struct {
+	depth    int
+	inString bool
+	escaped  bool
+}
+
+// feed follows b and reports whether the nesting has stayed within MaxCallDepth.
+func (g *depthGuard) feed(b []byte) bool {
+	for _, c := range b {
+		switch {
+		case g.escaped:
+			g.escaped = false
+		case g.inString:
+			if c == '\\' {
+				g.escaped = true
+			} else if c == '"' {
+				g.inString = false
+			}
+		case c == '"':
+			g.inString = true
+		case c == '[' || c == '{':
+			if g.depth++; g.depth > MaxCallDepth {
+				return false
+			}
+		case c == ']' || c == '}':
+			g.depth = max(g.depth-1, 0)
+		}
+	}
+	return true
 }
 
 // shorten cuts s to maxNameRunes characters, marking the cut with an ellipsis.

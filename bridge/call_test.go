@@ -30,10 +30,8 @@ func TestDecodeCall(t *testing.T) {
 		{body: `["确认队列消息",300E-1]`, want: call{name: nameAck, ints: []int{30}}},
 		{body: `["确认队列消息",-0]`, want: call{name: nameAck, ints: []int{0}}},
 		{body: `["确认队列消息",-0.0]`, want: call{name: nameAck, ints: []int{0}}},
-		{body: `["确认队列消息",1e-400]`, want: call{name: nameAck, ints: []int{0}}},
 		{body: `["确认队列消息",9007199254740992]`, want: call{name: nameAck, ints: []int{1 << 53}}},
 		{body: `["确认队列消息",-9007199254740992]`, want: call{name: nameAck, ints: []int{-1 << 53}}},
-		{body: `["确认队列消息",9007199254740993]`, want: call{name: nameAck, ints: []int{1 << 53}}}, // a double: 2^53
 		{body: `["重试队列消息",1,43200]`, want: call{name: nameRetry, ints: []int{1, 43200}}},
 		{body: `["发送队列消息","Q","{\"a\":\"\\u0000\"}",0]`, want: call{name: nameSend, strs: []string{"Q", `{"a":"\u0000"}`}, ints: []int{0}}},
 		{body: `["发送队列消息","","\ud83d\ude00 \u2028 \/",1]`, want: call{name: nameSend, strs: []string{"", "😀 \u2028 /"}, ints: []int{1}}},
@@ -70,8 +68,16 @@ func TestDecodeCall(t *testing.T) {
 		{body: `["确认队列消息",[1]]`, wrong: "确认队列消息的第 1 个参数须为整数"},
 		{body: `["确认队列消息",{}]`, wrong: "确认队列消息的第 1 个参数须为整数"},
 		{body: `["确认队列消息",0.5]`, wrong: "确认队列消息的第 1 个参数须为整数"},
-		{body: `["确认队列消息",1e999]`, wrong: "确认队列消息的第 1 个参数须为整数"},
-		{body: `["确认队列消息",-1e999]`, wrong: "确认队列消息的第 1 个参数须为整数"},
+		{body: `["确认队列消息",1e999]`, wrong: "确认队列消息的第 1 个参数超出 ±2^53"},
+		{body: `["确认队列消息",-1e999]`, wrong: "确认队列消息的第 1 个参数超出 ±2^53"},
+		{body: `["确认队列消息",[[1]]]`, wrong: badDeep},
+		{body: `[[[`, wrong: badDeep},
+		{body: `{"a":{"b":{}}}`, wrong: badDeep},
+		{body: `["发送队列消息","Q","[[[[[[[[",0]`, want: call{name: nameSend, strs: []string{"Q", "[[[[[[[["}, ints: []int{0}}},
+		{body: `["发送队列消息","Q","\"[[[",0]`, want: call{name: nameSend, strs: []string{"Q", `"[[[`}, ints: []int{0}}},
+		{body: `["重试队列消息" , 7 ,	30.0 ]`, want: call{name: nameRetry, ints: []int{7, 30}}},
+		{body: `["重试队列消息",{"a":1},3]`, wrong: "重试队列消息的第 1 个参数须为整数"},
+		{body: `["重试队列消息",{"a":[1,2]},3]`, wrong: badDeep},
 		{body: `["重试队列消息",0,1.000001]`, wrong: "重试队列消息的第 2 个参数须为整数"},
 		{body: `["确认队列消息",9007199254740994]`, wrong: "确认队列消息的第 1 个参数超出 ±2^53"},
 		{body: `["确认队列消息",1e21]`, wrong: "确认队列消息的第 1 个参数超出 ±2^53"},
@@ -101,7 +107,8 @@ func TestDecodeCall(t *testing.T) {
 	}
 }
 
-// TestIntegerLimits pins the integer bounds.
+// TestIntegerLimits pins the integer bounds. Integer arguments are judged on their decimal
+// text (SPEC §13): a double would take 2^53+1 for 2^53 and 1.0000000000000000001 for 1.
 func TestIntegerLimits(t *testing.T) {
 	for _, tc := range []struct {
 		tok  string
@@ -110,9 +117,43 @@ func TestIntegerLimits(t *testing.T) {
 	}{
 		{"9007199254740992", 1 << 53, ""},
 		{"-9007199254740992", -1 << 53, ""},
+		{"9007199254740991", 1<<53 - 1, ""},
+		{"9007199254740993", 0, badArgRange}, // 2^53+1: a double rounds it to 2^53
+		{"-9007199254740993", 0, badArgRange},
+		{"9007199254740992.5", 0, badArgRange},
+		{"9007199254740992.0000", 1 << 53, ""},
+		{"900719925474099.2e1", 1 << 53, ""},
+		{"0.9007199254740993e16", 0, badArgRange},
 		{"9007199254740994", 0, badArgRange},
+		{"1e400", 0, badArgRange},
+		{"-1e400", 0, badArgRange},
+		{"1" + strings.Repeat("0", 5000), 0, badArgRange},
+		{strings.Repeat("9", 5000), 0, badArgRange},
+		{"1e99999999999999999999999", 0, badArgRange},
+		{"1.0000000000000000001", 0, badArgInteger}, // a double rounds it to 1
+		{"1e-400", 0, badArgInteger},                // a double rounds it to 0
+		{"1e-99999999999999999999999", 0, badArgInteger},
+		{"0.5", 0, badArgInteger},
 		{"1.5", 0, badArgInteger},
+		{"0", 0, ""},
+		{"-0", 0, ""},
+		{"-0.0", 0, ""},
+		{"0e400", 0, ""},
+		{"0.000e-400", 0, ""},
+		{"30", 30, ""},
+		{"30.0", 30, ""},
+		{"3e1", 30, ""},
+		{"3E+1", 30, ""},
+		{"300E-1", 30, ""},
+		{"0.3e2", 30, ""},
+		{"43200", 43200, ""},
+		{"-1", -1, ""},
+		{"1" + strings.Repeat("0", 15), 1e15, ""},
 		{"null", 0, badArgInteger},
+		{`"1"`, 0, badArgInteger},
+		{"[1]", 0, badArgInteger},
+		{"", 0, badArgInteger},
+		{"-", 0, badArgInteger},
 	} {
 		got, bad := integer([]byte(tc.tok))
 		if got != tc.want || bad != tc.bad {

@@ -26,6 +26,13 @@ const (
 	// 64 MiB. The response is held until the program exits; past this size the program is
 	// killed and the event fails.
 	MaxResponseBytes = 64 << 20
+	// MaxMetaVariable is the longest meta-variable (NAME=value) a request may make: Linux takes
+	// no string over 128 KiB, its terminating NUL included, into a program's environment.
+	MaxMetaVariable = 128<<10 - 1
+	// MaxMetaBytes bounds a request's meta-variables together: 1 MiB, half the 2 MiB that
+	// Linux usually allows a program's arguments and environment, leaving the rest to the
+	// host's own environment. A request beyond either bound is answered 431 and runs no event.
+	MaxMetaBytes = 1 << 20
 )
 
 // Fetch returns an http.Handler that serves each request as a fetch event of h (through h's
@@ -34,8 +41,9 @@ const (
 // on stdin and the response on stdout.
 //
 // The request body is read whole before the event starts (so CONTENT_LENGTH is exact even for
-// a chunked request): a body over MaxRequestBytes is answered 413, and a request the CGI
-// environment cannot carry 400, without an event. The whole response is held until the
+// a chunked request): a body over MaxRequestBytes is answered 413, headers the CGI environment
+// cannot carry (MaxMetaVariable, MaxMetaBytes) 431, and a request holding a NUL byte 400,
+// without an event. The whole response is held until the
 // program exits. Exit status 0 with a well-formed CGI response sends that response; anything
 // else fails the event and answers 500, whatever the program wrote: a non-zero exit, an abort
 // (a bridge call, the time limit), a response without headers or with a malformed header line,
@@ -57,7 +65,11 @@ func (p *Program) Fetch(h *host.Host) http.Handler {
 			return
 		}
 		meta, err := cgiMeta(r, len(body))
-		if err != nil {
+		switch {
+		case errors.Is(err, errMetaTooBig):
+			http.Error(w, err.Error(), http.StatusRequestHeaderFieldsTooLarge)
+			return
+		case err != nil:
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -112,11 +124,17 @@ func inherited() []string {
 	})
 }
 
+// errMetaTooBig is a request whose meta-variables a program's environment cannot hold.
+var errMetaTooBig = errors.New("request headers too large for a CGI environment")
+
 // cgiMeta returns the request's meta-variables (RFC 3875 §4.1), sorted by name for a stable
 // environment. The script is mounted at the root: SCRIPT_NAME is empty and PATH_INFO is the
 // whole decoded path. Every header becomes HTTP_<NAME> (Authorization included: the program is
 // the application, not a third party) except Proxy (httpoxy), Content-Length and Content-Type,
-// which are CONTENT_LENGTH and CONTENT_TYPE.
+// which are CONTENT_LENGTH and CONTENT_TYPE, and a header whose name holds anything but
+// letters, digits and '-': X_Forwarded_For would map to the same HTTP_X_FORWARDED_FOR as
+// X-Forwarded-For and could override what a proxy set, so it is dropped, as nginx and Apache
+// drop it.
 func cgiMeta(r *http.Request, bodyLen int) ([]string, error) {
 	serverName, serverPort := r.Host, ""
 	if h, port, err := net.SplitHostPort(r.Host); err == nil {
@@ -164,6 +182,9 @@ func cgiMeta(r *http.Request, bodyLen int) ([]string, error) {
 		env = append(env, "CONTENT_TYPE="+ct)
 	}
 	for k, vs := range r.Header {
+		if !plainHeaderName(k) {
+			continue
+		}
 		name := "HTTP_" + strings.Map(metaChar, k)
 		switch name {
 		case "HTTP_PROXY", "HTTP_CONTENT_LENGTH", "HTTP_CONTENT_TYPE":
@@ -176,19 +197,33 @@ func cgiMeta(r *http.Request, bodyLen int) ([]string, error) {
 		env = append(env, name+"="+strings.Join(vs, sep))
 	}
 	slices.Sort(env)
-	// Keep the later of two headers that map to one name (X-A and X_A), as exec would.
-	env = slices.CompactFunc(env, func(a, b string) bool {
-		an, _, _ := strings.Cut(a, "=")
-		bn, _, _ := strings.Cut(b, "=")
-		return an == bn
-	})
+	total := 0
 	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if len(kv) > MaxMetaVariable {
+			return nil, fmt.Errorf("%w: %s is over %d bytes", errMetaTooBig, name, MaxMetaVariable)
+		}
 		if strings.IndexByte(kv, 0) >= 0 {
-			name, _, _ := strings.Cut(kv, "=")
 			return nil, fmt.Errorf("request holds a NUL byte in %s", name)
 		}
+		total += len(kv) + 1
+	}
+	if total > MaxMetaBytes {
+		return nil, fmt.Errorf("%w: %d bytes of meta-variables, over %d", errMetaTooBig, total, MaxMetaBytes)
 	}
 	return env, nil
+}
+
+// plainHeaderName reports whether a header name holds only letters, digits and '-', so that
+// no two such names (Go has canonicalized their case) map to one meta-variable.
+func plainHeaderName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return k != ""
 }
 
 // metaChar maps a header name's character to a meta-variable name's (RFC 3875 §4.1.18).
@@ -196,7 +231,7 @@ func metaChar(r rune) rune {
 	switch {
 	case 'a' <= r && r <= 'z':
 		return r - 'a' + 'A'
-	case r == '-', r == '=':
+	case r == '-':
 		return '_'
 	}
 	return r

@@ -3,8 +3,11 @@
 package bridge
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -250,5 +253,78 @@ func TestFetchTimeLimit(t *testing.T) {
 	ev := e.fetchEvents()
 	if len(ev) != 1 || ev[0]["outcome"] != "aborted" || ev[0]["err"] != "执行超过时限" {
 		t.Errorf("logged %v", ev)
+	}
+}
+
+// TestFetchHeaderCapacity: a request whose headers the CGI environment cannot carry (a
+// variable over Linux's 128 KiB per string, or all of them over MaxMetaBytes) is answered 431
+// without an event, where exec would fail with "argument list too long".
+func TestFetchHeaderCapacity(t *testing.T) {
+	e := newEnv(t, 0)
+	srv := e.fetchServer(t) // httptest's server takes headers up to 1 MiB
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+	}{
+		{"one header over 128 KiB", map[string]string{"X-Big": strings.Repeat("a", 130<<10)}},
+		{"all headers over MaxMetaBytes", func() map[string]string {
+			h := map[string]string{}
+			for i := range 10 {
+				h[fmt.Sprintf("X-Part-%d", i)] = strings.Repeat("b", 110<<10)
+			}
+			return h
+		}()},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+		for k, v := range tc.headers {
+			req.Header.Set(k, v)
+		}
+		resp, text := fetch(t, req, "echo")
+		if resp.StatusCode != 431 {
+			t.Errorf("%s: %d %q, want 431", tc.name, resp.StatusCode, text)
+		}
+	}
+	if events := e.fetchEvents(); len(events) != 0 {
+		t.Errorf("events ran: %v", events)
+	}
+	if errs := e.logs.records("program did not start"); len(errs) != 0 {
+		t.Errorf("a program was started: %v", errs)
+	}
+}
+
+// TestFetchHeaderNames: header names that would map to one CGI variable do not let a client
+// override a proxy's header: a name holding anything but letters, digits and '-' (X_Forwarded_For,
+// X.Forwarded.For) is dropped, as nginx and Apache drop them, so HTTP_X_FORWARDED_FOR is
+// X-Forwarded-For's alone.
+func TestFetchHeaderNames(t *testing.T) {
+	e := newEnv(t, 0)
+	srv := e.fetchServer(t)
+	u, _ := url.Parse(srv.URL)
+	for _, order := range [][2]string{{"X-Forwarded-For", "X_Forwarded_For"}, {"X_Forwarded_For", "X-Forwarded-For"}} {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		values := map[string]string{"X-Forwarded-For": "203.0.113.7", "X_Forwarded_For": "127.0.0.1"}
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Mode: echo\r\n%s: %s\r\n%s: %s\r\nX.Forwarded.For: 10.0.0.1\r\nConnection: close\r\n\r\n",
+			order[0], values[order[0]], order[1], values[order[1]])
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		var r report
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("%v: %s", err, b)
+		}
+		if got := r.Env["HTTP_X_FORWARDED_FOR"]; got != "203.0.113.7" {
+			t.Errorf("%s then %s: HTTP_X_FORWARDED_FOR = %q, want the X-Forwarded-For header's", order[0], order[1], got)
+		}
+		for k := range r.Env {
+			if strings.Contains(k, ".") {
+				t.Errorf("%s reached the program", k)
+			}
+		}
 	}
 }

@@ -25,13 +25,22 @@
 //	DUILIE_EVENT   queue or fetch
 //	DUILIE_BRIDGE  the event's bridge URL, such as http://127.0.0.1:41234/e/K7QH2M5ZC4WPRX3B6N8TVJDA2Q
 //
+// and 127.0.0.1, localhost and ::1 added to NO_PROXY and no_proxy (after the host's own value),
+// so that an HTTP client honouring a proxy set in the host's environment (http_proxy) still
+// reaches the bridge directly: a proxy would otherwise receive the event's private URL and
+// every message body.
+//
 // It runs in a process group of its own. When the event ends, whatever is left of that group is
 // killed, so nothing a program starts outlives its event (a process that leaves the group, with
 // setsid, is not tracked; if it still holds the program's stdout or stderr, the event stops
 // waiting for them after OutputWait).
 //
+// Program.Kill kills every running program's process group at once: duilie serve calls it on
+// a second SIGINT or SIGTERM, before it exits, so no program outlives the host.
+//
 // A queue event's program has an empty stdin. Every line it writes to stdout or stderr is
-// logged, with the event id, the queue and the stream. Its exit status decides the event:
+// logged, with the event id, the queue and the stream, up to Program.MaxOutput (1 MiB) per
+// stream and event; the rest is read and dropped, and one WARN line says how many bytes. Its exit status decides the event:
 //
 //   - 0 is a normal end: messages with no ack or retry call succeed (SPEC §7).
 //   - Any other status, or death by a signal, fails the event: messages with no call are
@@ -52,9 +61,14 @@
 //	for every header (dashes as underscores; repeated headers joined with ", ", cookies with
 //	"; "), Authorization included; not Proxy, Content-Length or Content-Type.
 //
-// None of these names, and no HTTP_* variable, is inherited from the host's environment. The
-// request body, read whole first (at most MaxRequestBytes; a bigger one is answered 413 and
-// runs no event), is the program's stdin. The program writes its response on stdout: header
+// A header whose name holds anything but letters, digits and '-' is dropped, as nginx and
+// Apache drop it: X_Forwarded_For would become the same HTTP_X_FORWARDED_FOR as
+// X-Forwarded-For, and a client could override what a proxy in front set. None of these
+// names, and no HTTP_* variable, is inherited from the host's environment. Headers an
+// environment cannot carry (a variable over MaxMetaVariable, 128 KiB, or all of them over
+// MaxMetaBytes, 1 MiB) are answered 431 and run no event. The request body, read whole first
+// (at most MaxRequestBytes; a bigger one is answered 413 and runs no event), is the program's
+// stdin. The program writes its response on stdout: header
 // lines, a blank line, the body.
 //
 //	Status: 201 Created
@@ -102,7 +116,9 @@
 //	["发送队列消息","PAGE_QUEUE","{\"kind\":\"page\",\"url\":\"/release/x\"}",30]
 //
 // Integer arguments are JSON numbers with an integral value within ±2^53: 30, 30.0 and 3e1 are
-// all 30. Strings may use any JSON escape (the name too), but may not hold an unpaired UTF-16
+// all 30. The value is judged on the number as written, digit by digit, not as a double:
+// 9007199254740993 (2^53+1) and 1e400 are out of range, 1.0000000000000000001 and 1e-400 are
+// not integers. Strings may use any JSON escape (the name too), but may not hold an unpaired UTF-16
 // surrogate, which a string of the interface cannot carry. A program may make calls
 // concurrently. The array is decoded with duilie's own JSON decoder, so strings reach the
 // interface exactly as sent; whitespace around the elements does not matter.
@@ -114,6 +130,9 @@
 // position after the name, from 1):
 //
 //	调用超过 64 MiB                      the body is over MaxCallBytes
+//	调用嵌套超过 2 层                     the body nests deeper than MaxCallDepth (2): a call is
+//	                                     one array of scalars; this is seen as the body arrives,
+//	                                     before anything else
 //	调用不是有效的 JSON 文字              not JSON (including invalid UTF-8, a BOM, an empty body)
 //	调用须为 JSON 数组                    JSON, but not an array
 //	调用数组为空                          []
@@ -124,12 +143,14 @@
 //	<name>的第 N 个参数须为字符串          a string argument that is not a string
 //	<name>的第 N 个参数含有不成对的代理项  a string argument with an unpaired surrogate
 //	<name>的第 N 个参数须为整数            an integer argument that is not a number, or not integral
-//	<name>的第 N 个参数超出 ±2^53          an integer argument beyond ±2^53
+//	<name>的第 N 个参数超出 ±2^53          an integer argument beyond ±2^53, integral or not
 //
 // For example 桥接调用无效：未知的接口名 foo, or 桥接调用无效：确认队列消息需要 1 个参数，收到 0 个.
 // MaxCallBytes (64 MiB) is far above the largest call the interface can take (1 MiB of batch
 // text grows to at most 6 MiB as a JSON string): below it, an input over the interface's limits
-// gets the interface's own exception, a 400, exactly as a direct call would.
+// gets the interface's own exception, a 400, exactly as a direct call would. Once a call over
+// 1 MiB is answered, the memory it took (about three times its size) is handed back to the
+// system, so large calls leave no grown heap behind.
 //
 // # From a shell, with curl
 //

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,8 +27,50 @@ type Program struct {
 	Env     []string     // extra environment ("KEY=value"), added to os.Environ()
 	Bridge  *Server      // serves the program's calls
 	Logger  *slog.Logger // the program's stdout/stderr lines, with the event's id; nil means slog.Default()
+	// MaxOutput is how much of each output stream of one event is logged, in bytes; 0 means
+	// DefaultMaxOutput. Beyond it the stream is read and dropped, and one line says how much.
+	MaxOutput int
 
 	running sync.WaitGroup // program runs not yet over
+
+	mu     sync.Mutex
+	groups map[*os.Process]struct{} // running programs, whose process groups Kill kills
+	killed bool                     // Kill was called: a program that starts later is killed at once
+}
+
+// DefaultMaxOutput is Program.MaxOutput when it is zero: 1 MiB per stream and event.
+const DefaultMaxOutput = 1 << 20
+
+// Kill kills the process group of every running program at once, and of every program
+// started later; their events fail. It is the host's last resort (a second signal): a host
+// that exits right after leaves no program behind. Kill does not wait for the runs to end;
+// Wait does.
+func (p *Program) Kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.killed = true
+	for proc := range p.groups {
+		killGroup(proc)
+	}
+}
+
+// track records a started program until the returned func is called; a program started after
+// Kill is killed at once.
+func (p *Program) track(proc *os.Process) (untrack func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.killed {
+		killGroup(proc)
+	}
+	if p.groups == nil {
+		p.groups = map[*os.Process]struct{}{}
+	}
+	p.groups[proc] = struct{}{}
+	return func() {
+		p.mu.Lock()
+		delete(p.groups, proc)
+		p.mu.Unlock()
+	}
 }
 
 // Wait waits until every run of the program has ended: its process reaped, its group killed.
@@ -43,6 +86,11 @@ const (
 	EnvEvent  = "DUILIE_EVENT"  // the event kind: queue or fetch
 	EnvBridge = "DUILIE_BRIDGE" // the event's bridge URL
 )
+
+// loopbackHosts are added to every program's NO_PROXY and no_proxy, so that a proxy set in the
+// host's environment (http_proxy) never catches the bridge URL, which only this machine can
+// reach anyway.
+const loopbackHosts = "127.0.0.1,localhost,::1"
 
 // OutputWait is how long an event waits, once its program has exited and its process group
 // has been killed, for the program's output pipes to close. Only a process that left the group
@@ -61,10 +109,12 @@ var (
 // Queue is a host.Handler that runs the command for a queue event, with DUILIE_EVENT=queue and
 // DUILIE_BRIDGE set. Exit status 0 ends the event normally. Any other exit status, or a signal,
 // fails it with an error such as "program exited with status 3", which unwraps to the
-// *exec.ExitError. At the event's time limit, or after a bridge call aborted the event, the
-// whole process group is killed and the event fails with its abort. When the event ends,
-// whatever is left of the process group is killed. stdin is empty; every line of stdout and
-// stderr is logged with the event id, the queue and the stream.
+// *exec.ExitError. A program that cannot be started (too many open files, an argument list
+// too long, an executable that cannot be run) is a *host.StartError: the host's failure, which
+// costs its messages no attempt. At the event's time limit, or after a bridge call aborted the
+// event, the whole process group is killed and the event fails with its abort. When the event
+// ends, whatever is left of the process group is killed. stdin is empty; every line of stdout
+// and stderr is logged with the event id, the queue and the stream, up to MaxOutput each.
 func (p *Program) Queue(ev *host.Event) error {
 	attrs := []any{"event", ev.ID(), "kind", string(ev.Kind())}
 	if b := event.BatchOf(ev); b != nil {
@@ -87,10 +137,10 @@ func (p *Program) logger() *slog.Logger {
 // stdout is logged line by line as stderr always is.
 func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout *bytes.Buffer, attrs []any) error {
 	if len(p.Command) == 0 {
-		return errors.New("bridge: Program.Command is empty")
+		return &host.StartError{Err: errors.New("bridge: Program.Command is empty")}
 	}
 	if p.Bridge == nil {
-		return errors.New("bridge: Program.Bridge is nil")
+		return &host.StartError{Err: errors.New("bridge: Program.Bridge is nil")}
 	}
 	p.running.Add(1)
 	defer p.running.Done()
@@ -100,10 +150,11 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 	url, closeURL := p.Bridge.Open(ev, func() { kill(errBridgeAbort) })
 	defer closeURL()
 
-	env := make([]string, 0, len(base)+len(p.Env)+len(meta)+2)
+	env := make([]string, 0, len(base)+len(p.Env)+len(meta)+4)
 	env = append(env, base...)
 	env = append(env, p.Env...)
 	env = append(env, meta...)
+	env = append(env, noProxy(env, "NO_PROXY"), noProxy(env, "no_proxy"))
 	env = append(env, EnvEvent+"="+string(ev.Kind()), EnvBridge+"="+url)
 	cmd := exec.Command(p.Command[0], p.Command[1:]...)
 	cmd.Dir = p.Dir
@@ -116,17 +167,17 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 	defer pipes.close()
 	outR, outW, err := pipes.fromChild()
 	if err != nil {
-		return err
+		return &host.StartError{Err: err}
 	}
 	errR, errW, err := pipes.fromChild()
 	if err != nil {
-		return err
+		return &host.StartError{Err: err}
 	}
 	var inW *os.File
 	if len(stdin) > 0 {
 		var inR *os.File
 		if inW, inR, err = pipes.toChild(); err != nil {
-			return err
+			return &host.StartError{Err: err}
 		}
 		cmd.Stdin = inR
 	}
@@ -136,9 +187,11 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 	err = cmd.Start()
 	pipes.closeChildEnds()
 	if err != nil {
-		log.Error("program did not start", with(attrs, "command", p.Command, "err", err)...)
-		return fmt.Errorf("bridge: start program: %w", err)
+		// The host's failure, not the program's: the event's report says so, and its messages
+		// keep their attempts.
+		return &host.StartError{Err: fmt.Errorf("bridge: start %s: %w", p.Command[0], err)}
 	}
+	defer p.track(cmd.Process)()
 
 	var copying sync.WaitGroup
 	if inW != nil {
@@ -155,9 +208,9 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 			}
 		})
 	} else {
-		copying.Go(func() { logLines(outR, log, with(attrs, "stream", "stdout")) })
+		copying.Go(func() { logLines(outR, log, p.maxOutput(), with(attrs, "stream", "stdout")) })
 	}
-	copying.Go(func() { logLines(errR, log, with(attrs, "stream", "stderr")) })
+	copying.Go(func() { logLines(errR, log, p.maxOutput(), with(attrs, "stream", "stderr")) })
 
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -168,9 +221,10 @@ func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout 
 		killGroup(cmd.Process)
 		werr = <-waited
 	}
-	killGroup(cmd.Process) // what is left of the group: the event is over
+	killGroup(cmd.Process)   // what is left of the group: the event is over
+	ran := time.Since(start) // from its start until its process group was killed and it was reaped
 	pipes.drain(&copying, OutputWait)
-	log.Debug("program ended", with(attrs, "status", cmd.ProcessState.String(), "duration", time.Since(start).Round(time.Microsecond))...)
+	log.Debug("program ended", with(attrs, "status", cmd.ProcessState.String(), "duration", ran.Round(time.Microsecond))...)
 
 	switch {
 	case ev.Err() != nil:
@@ -208,18 +262,49 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
-// logLines logs every line read from r, without its line ending, until r ends.
-func logLines(r io.Reader, log *slog.Logger, attrs []any) {
+func (p *Program) maxOutput() int {
+	if p.MaxOutput > 0 {
+		return p.MaxOutput
+	}
+	return DefaultMaxOutput
+}
+
+// noProxy is the name=value that adds loopbackHosts to the last value of name in env.
+func noProxy(env []string, name string) string {
+	old := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			old = v
+		}
+	}
+	if old == "" {
+		return name + "=" + loopbackHosts
+	}
+	return name + "=" + old + "," + loopbackHosts
+}
+
+// logLines logs every line read from r, without its line ending, until r ends or limit bytes
+// have been logged; it reads the rest and drops it, then logs once how much that was.
+func logLines(r io.Reader, log *slog.Logger, limit int, attrs []any) {
 	br := bufio.NewReaderSize(r, maxLine)
-	for {
+	logged, dropped := 0, int64(0)
+	for logged < limit {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
+			keep := min(len(line), limit-logged)
+			dropped += int64(len(line) - keep)
+			line = line[:keep]
+			logged += keep
 			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 			log.Info("program output", with(attrs, "line", string(line))...)
 		}
 		if err != nil && err != bufio.ErrBufferFull {
 			return
 		}
+	}
+	rest, _ := io.Copy(io.Discard, br)
+	if dropped += rest; dropped > 0 {
+		log.Warn("program output over its limit: the rest is dropped", with(attrs, "limit", limit, "dropped_bytes", dropped)...)
 	}
 }
 

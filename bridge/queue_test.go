@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -174,7 +175,10 @@ func TestMalformedCalls(t *testing.T) {
 		{"too many arguments", `'["读取队列批次",0]'`, "读取队列批次需要 0 个参数，收到 1 个"},
 		{"string for integer", `'["确认队列消息","0"]'`, "确认队列消息的第 1 个参数须为整数"},
 		{"fraction", `'["重试队列消息",0,1.5]'`, "重试队列消息的第 2 个参数须为整数"},
-		{"infinity", `'["确认队列消息",1e999]'`, "确认队列消息的第 1 个参数须为整数"},
+		{"infinity", `'["确认队列消息",1e999]'`, "确认队列消息的第 1 个参数超出 ±2^53"},
+		{"2^53+1", `'["确认队列消息",9007199254740993]'`, "确认队列消息的第 1 个参数超出 ±2^53"},
+		{"near 1", `'["确认队列消息",1.0000000000000000001]'`, "确认队列消息的第 1 个参数须为整数"},
+		{"nested", `'[' * (20 << 20)`, "调用嵌套超过 2 层"},
 		{"beyond 2^53", `'["确认队列消息",9007199254740994]'`, "确认队列消息的第 1 个参数超出 ±2^53"},
 		{"below -2^53", `'["确认队列消息",-1e300]'`, "确认队列消息的第 1 个参数超出 ±2^53"},
 		{"number for string", `'["发送队列消息","Q",{"a":1},0]'`, "发送队列消息的第 2 个参数须为字符串"},
@@ -279,7 +283,8 @@ func TestExitStatus(t *testing.T) {
 
 // TestStraggler: a process that left the program's group and holds its stdout does not hold
 // the event beyond OutputWait. Also: a relative command is run from Dir, and a program that
-// fails to start fails its event.
+// cannot be started is the host's failure (a *host.StartError), whose message is released
+// with its attempts unchanged.
 func TestStraggler(t *testing.T) {
 	e := newEnv(t, 0)
 	e.putBodies("1")
@@ -312,8 +317,14 @@ func TestStraggler(t *testing.T) {
 
 	e.putBodies("1")
 	missing := &Program{Command: []string{"./no-such-program"}, Dir: t.TempDir(), Bridge: e.bridge, Logger: e.log}
-	if err := e.runQueue(1, missing.Queue); err == nil || !strings.Contains(err.Error(), "start program") {
+	var se *host.StartError
+	if err := e.runQueue(1, missing.Queue); !errors.As(err, &se) || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("event failure = %v, want a start failure", err)
+	}
+	if ds := e.receive(1); ds[0].Attempts != 1 {
+		t.Errorf("the message came back with attempts %d, want 1", ds[0].Attempts)
+	} else {
+		e.settle(ds)
 	}
 }
 

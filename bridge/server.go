@@ -9,12 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/event"
 )
 
@@ -22,7 +23,7 @@ import (
 // with an unguessable token. It is safe for concurrent use.
 type Server struct {
 	base string // http://127.0.0.1:port/e/
-	srv  *http.Server
+	srv  *bounded.Server
 	log  *slog.Logger
 
 	mu     sync.Mutex
@@ -58,32 +59,29 @@ func listen(addr string, log *slog.Logger, wrap func(http.Handler) http.Handler)
 	if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("bridge: listen address %q is not a loopback address (127.0.0.1, ::1 or localhost)", addr)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("bridge: %w", err)
-	}
-	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-		ln.Close()
-		return nil, fmt.Errorf("bridge: listen address %q resolved to %v, which is not a loopback address", addr, ln.Addr())
-	}
-	s := &Server{base: "http://" + ln.Addr().String() + pathPrefix, log: log, events: map[string]*entry{}}
+	s := &Server{log: log, events: map[string]*entry{}}
 	var handler http.Handler = http.HandlerFunc(s.serveHTTP)
 	if wrap != nil {
 		handler = wrap(handler)
 	}
-	s.srv = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	srv, err := bounded.Listen(bounded.Config{Addr: addr, Name: "the bridge", Handler: handler, Logger: log,
+		MaxConns: MaxConns})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("bridge stopped", "err", err)
-		}
-	}()
+	if !bounded.Loopback(srv.Addr()) {
+		srv.Close()
+		return nil, fmt.Errorf("bridge: listen address %q resolved to %v, which is not a loopback address", addr, srv.Addr())
+	}
+	s.srv, s.base = srv, "http://"+srv.Addr().String()+pathPrefix
 	return s, nil
 }
+
+// MaxConns is how many connections the bridge keeps open at once, for all running programs
+// together; more wait until one closes. Its other bounds are package bounded's defaults: a
+// call's headers within 10 s, its body within 30 s more, each write of a reply within 30 s,
+// and a kept-alive connection closed after 60 s without a call.
+const MaxConns = 1024
 
 // Open registers an event and returns its private URL, and a func that closes it: from then on
 // the URL answers 404. Close it when the event ends. onAbort (which may be nil) is called once,
@@ -150,12 +148,19 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// Abort keeps an earlier abort, whose message is then the reply.
 		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, AbortMalformed+badTooBig).Error()
 		event.NoteBridgeCall(e.ev, "", status)
+	case errors.Is(err, errTooDeep):
+		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, AbortMalformed+badDeep).Error()
+		event.NoteBridgeCall(e.ev, "", status)
 	case err != nil:
 		// The program went away while sending: nobody is left to answer.
 		s.log.Debug("bridge call not read", "event", e.ev.ID(), "err", err)
 		return
 	default:
 		status, text = handle(e.ev, body)
+	}
+	if len(body) > largeCall {
+		body = nil
+		defer releaseHeap()
 	}
 	reply(w, status, text)
 	if status == http.StatusInternalServerError {
@@ -164,14 +169,64 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readCall reads a call's body, at most MaxCallBytes of it.
+var errTooDeep = errors.New("the call nests too deep")
+
+// readCall reads a call's body, at most MaxCallBytes of it, and stops as soon as it nests
+// deeper than MaxCallDepth: such a call is never held whole. Room for the whole body (its
+// Content-Length) is taken only once its first bytes have passed that check.
 func readCall(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := &guardedReader{r: http.MaxBytesReader(w, r.Body, MaxCallBytes)}
 	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= MaxCallBytes {
-		buf.Grow(int(n) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(body, firstRead)); err != nil || buf.Len() < firstRead {
+		return buf.Bytes(), err
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxCallBytes))
+	if n := r.ContentLength; n > firstRead && n <= MaxCallBytes {
+		buf.Grow(int(n) - firstRead + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(body)
 	return buf.Bytes(), err
+}
+
+// firstRead is how much of a call is read before room is made for the rest.
+const firstRead = 64 << 10
+
+// guardedReader passes a call's bytes through a depthGuard.
+type guardedReader struct {
+	r     io.Reader
+	guard depthGuard
+}
+
+func (g *guardedReader) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if !g.guard.feed(p[:n]) {
+		return 0, errTooDeep
+	}
+	return n, err
+}
+
+// largeCall is the size past which a call's memory is handed back to the system once it is
+// answered. A call and what is decoded from it take about three times its size; Go's collector
+// would keep that much for a while, and the next large call would grow the heap again.
+const largeCall = 1 << 20
+
+// heapRelease asks the releaser to return the heap's free memory to the system; its buffer
+// of one makes a request made while a release runs start another one after it.
+var heapRelease = sync.OnceValue(func() chan struct{} {
+	ch := make(chan struct{}, 1)
+	go func() {
+		for range ch {
+			debug.FreeOSMemory()
+		}
+	}()
+	return ch
+})
+
+// releaseHeap has the heap's free memory returned to the system soon, once; it never waits.
+func releaseHeap() {
+	select {
+	case heapRelease() <- struct{}{}:
+	default: // a release is pending already, and will see this call's memory free
+	}
 }
 
 // reply writes a whole reply: text/plain, no trailing newline.

@@ -98,6 +98,10 @@ const (
 // as its errors are temporary. A permanent error (platform.Permanent: bad credentials, a queue
 // that no longer exists) or a closed platform stops the consumer: Consume logs one line naming
 // the queue and the cause and returns the error.
+//
+// A batch whose program the host could not start (the handler returned a *StartError) is
+// released, its attempts unchanged, and the consumer waits before its next batch, from 0.1 s
+// doubling to 5 s for as long as starts keep failing.
 func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) error {
 	if err := cc.Validate(); err != nil {
 		return err
@@ -122,7 +126,7 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 	defer cancel()
 	defer context.AfterFunc(h.halt, cancel)()
 	slots := make(chan struct{}, cc.MaxConcurrency)
-	backoff := minBackoff
+	var receiving, starting backoff
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -130,6 +134,10 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 			return nil
 		}
 		if ctx.Err() != nil { // both were ready, and select chose the slot
+			return nil
+		}
+		if !starting.wait(ctx) { // the last program could not start: give the host a moment
+			<-slots
 			return nil
 		}
 		ds, err := collect(ctx, c, cc)
@@ -143,16 +151,13 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 				return fmt.Errorf("consume %s: %w", cc.Queue, err)
 			}
 			// The platform is failing (a lost connection, say): keep trying, not too often.
-			h.log.Error("receive", "queue", cc.Queue, "err", err, "retry_in", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
+			h.log.Error("receive", "queue", cc.Queue, "err", err, "retry_in", receiving.fail())
+			if !receiving.wait(ctx) {
 				return nil
 			}
-			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
-		backoff = minBackoff
+		receiving.ok()
 		if len(ds) == 0 { // a platform that broke Receive's promise: never run an empty batch
 			<-slots
 			continue
@@ -168,18 +173,72 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			_ = h.runBatch(events, cc, c, ds, handler)
+			var se *StartError
+			if err := h.runBatch(events, cc, c, ds, handler); errors.As(err, &se) {
+				starting.fail()
+			} else {
+				starting.ok()
+			}
 		}()
+	}
+}
+
+// backoff spaces out attempts at something that keeps failing: 0.1 s after the first
+// failure, doubling up to 5 s, back to none after a success. It is safe for concurrent use.
+type backoff struct {
+	mu    sync.Mutex
+	next  time.Duration // the wait after the next failure; 0 means minBackoff
+	until time.Time     // no attempt before then
+}
+
+// fail records a failure and returns the wait it sets.
+func (b *backoff) fail() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := max(b.next, minBackoff)
+	b.next = min(2*d, maxBackoff)
+	b.until = time.Now().Add(d)
+	return d
+}
+
+// ok records a success: the next attempt need not wait.
+func (b *backoff) ok() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.next, b.until = 0, time.Time{}
+}
+
+// wait waits until the next attempt may be made, and reports false if ctx ended first.
+func (b *backoff) wait(ctx context.Context) bool {
+	b.mu.Lock()
+	d := time.Until(b.until)
+	b.mu.Unlock()
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
 // release gives deliveries back to the platform, ready again with their attempts unchanged.
 func (h *Host) release(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery) {
-	s := platform.Settlement{Queue: cc.Queue, Messages: make([]platform.Resolution, len(ds))}
+	h.settleUnrun(ctx, c, releasing(cc.Queue, ds), Released)
+}
+
+// releasing is the settlement that gives deliveries no program saw back to the platform: each
+// ready again at once, its attempts unchanged.
+func releasing(queue string, ds []platform.Delivery) platform.Settlement {
+	s := platform.Settlement{Queue: queue, Messages: make([]platform.Resolution, len(ds))}
 	for i, d := range ds {
 		s.Messages[i] = platform.Resolution{Delivery: d, Action: platform.Action{Kind: platform.Release}}
 	}
-	h.settleUnrun(ctx, c, s, Released)
+	return s
 }
 
 // settleUnrun settles messages that no event ran, and reports them.
@@ -278,6 +337,13 @@ func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, ds []platform.De
 func (h *Host) runQueueEvent(ctx context.Context, cc ConsumerConfig, ds []platform.Delivery, handler Handler, started bool) (*Event, platform.Settlement, error) {
 	b := event.NewBatch(cc.Queue, ds)
 	ev, failure := h.runEvent(ctx, QueueEvent, b, handler, started)
+	var se *StartError
+	if errors.As(failure, &se) {
+		b.Freeze() // no program ran to make calls
+		s := releasing(cc.Queue, ds)
+		s.Failed = true
+		return ev, s, failure
+	}
 	return ev, resolve(cc, h.caps, b, failure != nil), failure
 }
 

@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -179,5 +184,84 @@ func TestPlatformThatRetries(t *testing.T) {
 		if r.Action != want[i] {
 			t.Errorf("message %s: action %+v, want %+v", r.ID, r.Action, want[i])
 		}
+	}
+}
+
+// A handler that says its program could not be started (a *host.StartError) costs its
+// messages no attempt: they are released, attempts unchanged, whatever max_retries is; the
+// consumer waits 0.1 s, 0.2 s, 0.4 s before its next batches; the report's outcome is
+// not_started. Once the program starts, the message arrives with attempts 1.
+func TestStartErrorReleases(t *testing.T) {
+	o := newObserved(t, time.Second)
+	o.put(jsonMessage("m", 1))
+	cc := consumerOf(0, "") // max_retries 0: one failed attempt would drop the message
+	var mu sync.Mutex
+	var starts []time.Time
+	var attempts []int
+	all := o.consume(cc, 10, func(ev *host.Event) error { // a StartReport and an EventReport each
+		b, _ := duilie.ReadBatchOf[any](ev)
+		mu.Lock()
+		defer mu.Unlock()
+		starts = append(starts, time.Now())
+		attempts = append(attempts, b.Messages[0].Attempts)
+		if len(starts) < 5 {
+			return &host.StartError{Err: errors.New("fork/exec ./app: too many open files")}
+		}
+		return nil
+	})
+	var reports []*host.EventReport
+	for _, r := range all {
+		if e, ok := r.(*host.EventReport); ok {
+			reports = append(reports, e)
+		}
+	}
+	if len(reports) != 5 {
+		t.Fatalf("%d event reports, want 5", len(reports))
+	}
+	for i, e := range reports {
+		wantOutcome, wantAction := host.NotStarted, platform.Release
+		if i == 4 {
+			wantOutcome, wantAction = host.OK, platform.Done
+		}
+		if e.Outcome != wantOutcome || e.Messages[0].Action.Kind != wantAction || e.Messages[0].Attempts != 1 {
+			t.Errorf("event %d: %s, %+v", i, e.Outcome, e.Messages)
+		}
+	}
+	if !slices.Equal(attempts, []int{1, 1, 1, 1, 1}) {
+		t.Errorf("attempts %v, want 1 every time", attempts)
+	}
+	for i, want := range []time.Duration{100, 200, 400, 800} {
+		if gap := starts[i+1].Sub(starts[i]); gap < want*time.Millisecond-10*time.Millisecond {
+			t.Errorf("batch %d came %v after a failed start, want at least %d ms", i+2, gap, want)
+		}
+	}
+	if err := (&host.StartError{Err: os.ErrPermission}); !errors.Is(err, os.ErrPermission) || host.OutcomeOf(fmt.Errorf("x: %w", err)) != host.NotStarted {
+		t.Error("a StartError does not unwrap, or a wrapped one is not not_started")
+	}
+}
+
+// A fetch event whose program could not be started answers 503 with Retry-After, not 500.
+func TestStartErrorFetch(t *testing.T) {
+	o := newObserved(t, time.Second)
+	srv := httptest.NewServer(o.h.Fetch(func(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+		return &host.StartError{Err: errors.New("fork/exec ./app: argument list too long")}
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("%d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	var e *host.EventReport
+	for _, r := range o.all() {
+		if er, ok := r.(*host.EventReport); ok {
+			e = er
+		}
+	}
+	if e == nil || e.Outcome != host.NotStarted || e.Status != 503 {
+		t.Errorf("report %s %d", e.Outcome, e.Status)
 	}
 }

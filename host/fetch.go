@@ -29,7 +29,8 @@ type Program struct {
 
 // Fetch returns an http.Handler that runs handler as one fetch event per request, and reports
 // each to the Observer. A failed event (an error, a panic, an abort, the time limit) answers
-// 500 unless the handler had begun its response. Once the event has ended, the handler's late
+// 500 unless the handler had begun its response; one whose program could not be started (a
+// *StartError) answers 503 with Retry-After: 1. Once the event has ended, the handler's late
 // writes are dropped, so a handler that overran its time limit cannot touch a response that
 // belongs to the server again. The event runs to its end even if the client goes away: it may
 // be sending messages.
@@ -41,7 +42,13 @@ func (h *Host) Fetch(handler FetchHandler) http.Handler {
 			return handler(ev, ew, r.WithContext(ev.Context()))
 		}, false)
 		status := ew.end()
+		var se *StartError
 		switch {
+		case errors.As(failure, &se) && status == 0:
+			// The host's failure, not the program's: the client may try again shortly.
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
+			status = http.StatusServiceUnavailable
 		case failure != nil && status == 0:
 			http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 			status = http.StatusInternalServerError

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -27,6 +28,9 @@ func LogObserver(log *slog.Logger) Observer {
 	}
 }
 
+// logEvent writes an event's line: INFO when it ended normally, WARN when it failed or was
+// aborted, ERROR when its handler panicked (the stack as an attribute of its own), when the
+// host could not start its program, or when its messages could not be settled.
 func logEvent(log *slog.Logger, r *EventReport) {
 	attrs := []any{"event", r.ID}
 	msg := "fetch event"
@@ -36,18 +40,33 @@ func logEvent(log *slog.Logger, r *EventReport) {
 		attrs = append(attrs, "queue", r.Queue, "batch", r.Batch, "outcome", string(r.Outcome),
 			"duration", r.Duration.Round(time.Microsecond), "acked", count[platform.Done],
 			"retried", count[platform.Redeliver], "dead", count[platform.DeadLetter], "dropped", count[platform.Drop])
+		if n := count[platform.Release]; n > 0 {
+			attrs = append(attrs, "released", n)
+		}
 	} else {
 		attrs = append(attrs, "method", r.Method, "path", r.Path, "status", r.Status, "outcome", string(r.Outcome),
 			"duration", r.Duration.Round(time.Microsecond))
 	}
+	level := slog.LevelInfo
+	if r.Outcome == Failed || r.Outcome == Aborted {
+		level = slog.LevelWarn
+	}
 	if r.Err != nil {
 		attrs = append(attrs, "err", r.Err.Error())
+		var pe *PanicError
+		if errors.As(r.Err, &pe) {
+			level = slog.LevelError
+			attrs = append(attrs, "stack", string(pe.Stack))
+		}
+	}
+	if r.Outcome == NotStarted {
+		level = slog.LevelError
 	}
 	if r.SettleErr != nil {
-		log.Error(msg, append(attrs, "settle_err", r.SettleErr.Error())...)
-		return
+		level = slog.LevelError
+		attrs = append(attrs, "settle_err", r.SettleErr.Error())
 	}
-	log.Info(msg, attrs...)
+	log.Log(context.Background(), level, msg, attrs...)
 }
 
 func logSettle(log *slog.Logger, r *SettleReport) {

@@ -26,19 +26,39 @@ const (
 	OK      Outcome = "ok"      // the program ended normally
 	Failed  Outcome = "failed"  // an error, a panic, a non-zero exit
 	Aborted Outcome = "aborted" // an abort: a binding, a malformed bridge call, the time limit
+	// NotStarted: the host could not start the program (a *StartError). The program never
+	// ran: a queue event's messages are released with their attempts unchanged.
+	NotStarted Outcome = "not_started"
 )
 
 // OutcomeOf names how an event that ended with failure (nil for a normal end) ended.
 func OutcomeOf(failure error) Outcome {
 	var a *event.Abort
+	var se *StartError
 	switch {
 	case failure == nil:
 		return OK
+	case errors.As(failure, &se):
+		return NotStarted
 	case errors.As(failure, &a):
 		return Aborted
 	}
 	return Failed
 }
+
+// StartError is the failure of an event whose program never ran because the host could not
+// start it: too many open files, an argument list too long, an executable it cannot run. It
+// is the host's failure, not the program's, so it never counts as a delivery attempt: the
+// consumer runtime releases the batch's messages with their attempts unchanged and backs off
+// (0.1 s, doubling to 5 s, while starts keep failing) before it takes the next batch, and a
+// fetch event answers 503 with Retry-After. A handler that runs programs (package bridge)
+// returns it; a Go handler, which always runs, never does.
+type StartError struct {
+	Err error
+}
+
+func (e *StartError) Error() string { return "the program did not start: " + e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
 
 // EventReport is how one event ended.
 type EventReport struct {

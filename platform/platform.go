@@ -154,6 +154,10 @@ type QueueStats struct {
 	Delayed  int64  `json:"delayed"`   // waiting for a send or retry delay
 	InFlight int64  `json:"in_flight"` // delivered, event not yet settled
 	Paused   bool   `json:"paused"`    // delivery paused by an Operator
+	// Lost is how many of the queue's messages the platform lost (damaged storage), as far as
+	// it can tell; Damage says what happened, or why the queue cannot be read at all.
+	Lost   int64  `json:"lost"`
+	Damage string `json:"damage,omitempty"`
 }
 
 // Platform is a queue system.

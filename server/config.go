@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,6 +60,19 @@ func LoadConfig(path string) (*Config, error) {
 		return parseWrangler(path, filepath.Dir(abs), text)
 	}
 	return ParseConfig(path, filepath.Dir(abs), text)
+}
+
+// OpenPlatform opens the configured platform as o says. A platform that cannot use a
+// setting's value (a data directory another user owns or may write) fails with a
+// *ConfigError naming the key, as a mistake in the file does.
+func (cfg *Config) OpenPlatform(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
+	p, err := cfg.Platform.Open(ctx, o)
+	if len(platform.FieldErrors(err)) > 0 {
+		c := &checker{file: cfg.File, dir: cfg.Dir}
+		c.invalid("platform", nil, cfg.Platform, err, nil)
+		return nil, &ConfigError{c.mistakes}
+	}
+	return p, err
 }
 
 // ParseConfig checks the TOML text of a configuration file named file (for messages) whose
@@ -329,24 +343,73 @@ func (c *checker) producers(cfg *Config, v any) {
 
 func (c *checker) consumers(cfg *Config, v any) {
 	first := map[string]int{}
+	var tables []int // the table of each consumer in cfg.Consumers
+	defer func() { c.deadLetterCycles(cfg.Consumers, tables) }()
 	for i, t := range c.tables("queues.consumers", v) {
-		c.consumer(cfg, i, t, first)
+		if c.consumer(cfg, i, t, first) {
+			tables = append(tables, i)
+		}
+	}
+}
+
+// deadLetterCycles records a mistake for every cycle of dead-letter queues among consumers
+// (direct, a ↔ b, or longer): a message that fails in each queue would go round for ever, its
+// attempts starting again at 1 at every hop. tables[i] is the index of consumers[i]'s table in
+// the file (nil: the same as i). Each cycle is named once, at its first consumer.
+func (c *checker) deadLetterCycles(consumers []host.ConsumerConfig, tables []int) {
+	index := map[string]int{}
+	for i, cc := range consumers {
+		index[cc.Queue] = i
+	}
+	reported := map[int]bool{}
+	for start, cc := range consumers {
+		if cc.DeadLetterQueue == cc.Queue {
+			continue // a mistake of its own (ConsumerConfig.Validate)
+		}
+		// Follow the dead-letter queues from start until they end, or come back to a consumer
+		// seen on this walk.
+		var path []int
+		on := map[int]int{} // consumer → its position in path
+		for i, ok := start, true; ok; i, ok = index[consumers[i].DeadLetterQueue] {
+			if at, seen := on[i]; seen {
+				cycle := path[at:]
+				if i != start || reported[slices.Min(cycle)] {
+					break // the cycle does not start here, or was named already
+				}
+				reported[slices.Min(cycle)] = true
+				names := make([]string, 0, len(cycle)+1)
+				for _, j := range cycle {
+					names = append(names, consumers[j].Queue)
+				}
+				table := start
+				if tables != nil {
+					table = tables[start]
+				}
+				c.bad(fmt.Sprintf("queues.consumers[%d].dead_letter_queue", table), consumers[start].DeadLetterQueue,
+					"makes a dead-letter cycle "+strings.Join(append(names, names[0]), " → ")+"; a message failing in each would go round for ever")
+				break
+			}
+			on[i] = len(path)
+			path = append(path, i)
+		}
 	}
 }
 
 // consumer reads queues.consumers[i]; first records the table of each queue's consumer.
-func (c *checker) consumer(cfg *Config, i int, t map[string]any, first map[string]int) {
+func (c *checker) consumer(cfg *Config, i int, t map[string]any, first map[string]int) bool {
 	table := fmt.Sprintf("queues.consumers[%d]", i)
 	t = c.table(table, t, keys(host.ConsumerConfig{})...)
 	cc := host.DefaultConsumerConfig("")
 	bad := c.decode(table, t, &cc)
 	c.invalid(table, t, cc, cc.Validate(), bad)
 	if !c.firstConsumer(table, cc.Queue, i, first) {
-		return
+		return false
 	}
-	if cc.Validate() == nil {
-		cfg.Consumers = append(cfg.Consumers, cc)
+	if cc.Validate() != nil {
+		return false
 	}
+	cfg.Consumers = append(cfg.Consumers, cc)
+	return true
 }
 
 // firstConsumer records queues.consumers[i] as queue's consumer, or a mistake if the queue
@@ -421,6 +484,14 @@ func (cfg *Config) checkApp(file map[string]any) error {
 		if _, port, err := net.SplitHostPort(cfg.Listen); err != nil || !validPort(port) {
 			errs = append(errs, platform.Invalid(cfg, "Listen"))
 		}
+	}
+	if _, inFile := file["max_fetch_concurrency"]; (cfg.MaxFetchConcurrency != 0 || inFile) &&
+		(cfg.MaxFetchConcurrency < 1 || cfg.MaxFetchConcurrency > MaxFetchConcurrency) {
+		errs = append(errs, platform.Invalid(cfg, "MaxFetchConcurrency"))
+	}
+	if _, inFile := file["max_output_bytes"]; (cfg.MaxOutputBytes != 0 || inFile) &&
+		(cfg.MaxOutputBytes < 1 || cfg.MaxOutputBytes > MaxOutputBytes) {
+		errs = append(errs, platform.Invalid(cfg, "MaxOutputBytes"))
 	}
 	if _, inFile := file["time_limit_ms"]; cfg.TimeLimit != 0 || inFile {
 		if err := host.CheckTimeLimit(cfg.TimeLimit); err != nil {

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform/jetstream"
+	"github.com/duilie/duilie/platform/memory"
 )
 
 // TestConfigGolden loads every testdata/config/*.toml: a valid file's golden is the checked
@@ -134,5 +137,88 @@ func TestConsumerRanges(t *testing.T) {
 				t.Errorf("%s = %d: got %v, want %s", c.key, n, err, want)
 			}
 		}
+	}
+}
+
+// [app] max_fetch_concurrency and max_output_bytes: each end of the range is accepted in the
+// file, one past it is a mistake; left out, or 0 in Go, they are their defaults.
+func TestAppRanges(t *testing.T) {
+	for _, c := range []struct {
+		key     string
+		lo, hi  int
+		allowed string
+		get     func(*Config) int
+	}{
+		{"max_fetch_concurrency", 1, 256, "must be 1–256 (fetch events at once)", func(c *Config) int { return c.MaxFetchConcurrency }},
+		{"max_output_bytes", 1, 1 << 30, "must be 1–1073741824 (bytes per stream and event)", func(c *Config) int { return c.MaxOutputBytes }},
+	} {
+		for _, n := range []int{c.lo, c.hi} {
+			cfg, err := ParseConfig("duilie.toml", "/", fmt.Appendf(nil, "[app]\n%s = %d\n", c.key, n))
+			if err != nil || c.get(cfg) != n {
+				t.Errorf("%s = %d: %v", c.key, n, err)
+			}
+		}
+		for _, n := range []int{c.lo - 1, c.hi + 1} {
+			_, err := ParseConfig("duilie.toml", "/", fmt.Appendf(nil, "[app]\n%s = %d\n", c.key, n))
+			want := fmt.Sprintf("duilie.toml: app.%s = %d: %s", c.key, n, c.allowed)
+			if err == nil || err.Error() != want {
+				t.Errorf("%s = %d: got %v, want %s", c.key, n, err, want)
+			}
+		}
+	}
+	if _, err := New(Config{MaxFetchConcurrency: 300, MaxOutputBytes: -1, Platform: &memory.Config{}}); err == nil ||
+		!strings.Contains(err.Error(), "app.max_fetch_concurrency = 300: must be 1–256") ||
+		!strings.Contains(err.Error(), "app.max_output_bytes = -1: must be 1–1073741824") {
+		t.Errorf("New with bad values: %v", err)
+	}
+	if want := min(4*runtime.NumCPU(), 256); DefaultMaxFetchConcurrency() != want {
+		t.Errorf("default %d, want %d", DefaultMaxFetchConcurrency(), want)
+	}
+}
+
+// A dead-letter queue that leads back to the queue it serves, directly or through others, is
+// a mistake naming the queues: a message that fails in each would go round for ever, its
+// attempts starting again at 1 at every hop.
+func TestDeadLetterCycles(t *testing.T) {
+	for _, tc := range []struct{ name, toml, want string }{
+		{"direct", `
+[[queues.consumers]]
+queue = "a"
+dead_letter_queue = "b"
+[[queues.consumers]]
+queue = "b"
+dead_letter_queue = "a"
+`, `duilie.toml: queues.consumers[0].dead_letter_queue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`},
+		{"longer", `
+[[queues.consumers]]
+queue = "x"
+dead_letter_queue = "a"
+[[queues.consumers]]
+queue = "b"
+dead_letter_queue = "c"
+[[queues.consumers]]
+queue = "a"
+dead_letter_queue = "b"
+[[queues.consumers]]
+queue = "c"
+dead_letter_queue = "a"
+`, `duilie.toml: queues.consumers[1].dead_letter_queue = "c": makes a dead-letter cycle b → c → a → b; a message failing in each would go round for ever`},
+	} {
+		_, err := ParseConfig("duilie.toml", "/", []byte(tc.toml))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.name, err, tc.want)
+		}
+	}
+	// A chain that ends is fine, and so is a dead-letter queue nobody consumes.
+	ok := "[[queues.consumers]]\nqueue = \"a\"\ndead_letter_queue = \"b\"\n[[queues.consumers]]\nqueue = \"b\"\ndead_letter_queue = \"c\"\n"
+	if _, err := ParseConfig("duilie.toml", "/", []byte(ok)); err != nil {
+		t.Errorf("a chain: %v", err)
+	}
+	// The same check for a configuration made in Go.
+	a, b := host.DefaultConsumerConfig("a"), host.DefaultConsumerConfig("b")
+	a.DeadLetterQueue, b.DeadLetterQueue = "b", "a"
+	_, err := New(Config{Consumers: []host.ConsumerConfig{a, b}, Program: &Program{Queue: func(*host.Event) error { return nil }}, Platform: &memory.Config{}})
+	if want := `queues.consumers[0].dead_letter_queue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`; err == nil || err.Error() != want {
+		t.Errorf("New: %v\nwant %s", err, want)
 	}
 }

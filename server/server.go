@@ -41,18 +41,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/duilie/duilie/bridge"
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/cfapi"
 	"github.com/duilie/duilie/platform"
 
@@ -63,11 +65,19 @@ import (
 
 // Defaults and limits of Config.
 const (
+	MaxFetchConcurrency  = 256
+	MaxOutputBytes       = 1 << 30
 	DefaultShutdownGrace = 30 * time.Second
 	MaxShutdownGrace     = 900 * time.Second
 	// NoShutdownGrace, as Config.ShutdownGrace, halts running events as soon as Run stops.
 	NoShutdownGrace time.Duration = -1
+	// FetchSlotWait is how long a request beyond MaxFetchConcurrency waits for a slot before
+	// it is answered 503.
+	FetchSlotWait = time.Second
 )
+
+// DefaultMaxFetchConcurrency is MaxFetchConcurrency when it is zero: four per CPU.
+func DefaultMaxFetchConcurrency() int { return min(4*runtime.NumCPU(), MaxFetchConcurrency) }
 
 // Config configures a Server. The zero value of every field is its documented default.
 type Config struct {
@@ -85,10 +95,19 @@ type Config struct {
 	// separator is a file, relative to Dir.
 	Command []string `toml:"command" rule:"must be a non-empty array of strings, the program and its arguments, like [\"python3\", \"app.py\"]"`
 	// Listen is the host:port where every HTTP request is a fetch event ([app] listen); ""
-	// for none. Port 0 picks a free port (see Server.FetchAddr).
+	// for none. Port 0 picks a free port (see Server.FetchAddr). An address that is not
+	// loopback-only (":8787", "0.0.0.0:8787") is logged at WARN.
 	Listen string `toml:"listen" rule:"must be a host:port to listen on for fetch events, like \"127.0.0.1:8787\""`
+	// MaxFetchConcurrency is how many fetch events run at once, 1–256; 0 means four per CPU.
+	// A request beyond them waits up to FetchSlotWait for a slot, then is answered 503 with
+	// Retry-After: 1, and no program starts for it ([app] max_fetch_concurrency).
+	MaxFetchConcurrency int `toml:"max_fetch_concurrency" rule:"must be 1–256 (fetch events at once)"`
 	// TimeLimit is every event's wall-clock limit, 1 ms – 900 s; 0 means 30 s.
 	TimeLimit time.Duration `toml:"time_limit_ms,ms"`
+	// MaxOutputBytes is how much of a program's stdout and of its stderr is logged per event
+	// (Command only), 1 B – 1 GiB; 0 means 1 MiB. Beyond it the rest is dropped with one log
+	// line saying how much ([app] max_output_bytes).
+	MaxOutputBytes int `toml:"max_output_bytes" rule:"must be 1–1073741824 (bytes per stream and event)"`
 	// ShutdownGrace is how long running events may finish once Run's context ends, up to
 	// 900 s; 0 means 30 s, NoShutdownGrace (or any negative value) none.
 	ShutdownGrace time.Duration `toml:"shutdown_grace_ms,ms" rule:"must be 0–900000 (milliseconds)"`
@@ -123,6 +142,10 @@ type Config struct {
 	// Dir is where Command runs and what relative paths are relative to; "" means the
 	// current directory.
 	Dir string
+
+	// listenerBounds are the fetch listener's timeouts and connection cap; zero values are
+	// package bounded's defaults. Only tests shorten them.
+	listenerBounds bounded.Config
 }
 
 // Program is a Go program that the host runs in-process, once per event (see host.Program).
@@ -139,7 +162,7 @@ type Server struct {
 	p        platform.Platform
 	h        *host.Host
 	run      runner
-	httpSrv  *http.Server
+	httpSrv  *bounded.Server
 	addr     string // the fetch listener's address, "" for none
 	dashSrv  *http.Server
 	dashAddr string // the dashboard's address, "" for none
@@ -155,12 +178,21 @@ type Server struct {
 	cmu     sync.Mutex
 	running map[string]*running // program consumers, by queue
 	failed  []error             // configured consumers that stopped on their own
+
+	// live is the host and its program's kill once started: Halt, Do and Handler read it
+	// without mu, which Shutdown holds for the whole grace period.
+	live atomic.Pointer[live]
 }
 
 // running is a program consumer that runs.
 type running struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+type live struct {
+	h    *host.Host
+	kill func() // nil for an in-process program
 }
 
 // New checks cfg and makes a Server; nothing runs until Start. Mistakes are a *ConfigError.
@@ -180,6 +212,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.MaxFetchConcurrency == 0 {
+		cfg.MaxFetchConcurrency = DefaultMaxFetchConcurrency()
 	}
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -213,6 +248,7 @@ func (cfg *Config) check() error {
 		}
 		seen[cc.Queue] = true
 	}
+	c.deadLetterCycles(cfg.Consumers, nil)
 	c.invalid(c.ns+"app", nil, cfg, cfg.checkApp(nil), nil)
 	c.invalid(c.ns+"platform", nil, cfg.Platform, cfg.Platform.Validate(), nil)
 	_, tokenErr := cfg.Dashboard.token()
@@ -325,7 +361,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	if s.p, err = cfg.Platform.Open(ctx, platform.OpenOptions{Serve: true, Logger: log}); err != nil {
+	if s.p, err = cfg.OpenPlatform(ctx, platform.OpenOptions{Serve: true, Logger: log}); err != nil {
 		return err
 	}
 	defer func() {
@@ -338,6 +374,19 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		attrs = d.LogAttrs()
 	}
 	log.Info("platform open", attrs...)
+	if st, ok := s.p.(platform.Stater); ok {
+		// Damaged storage is never silent: one line per queue that lost messages or cannot be
+		// loaded, at every start.
+		stats, err := st.Stats(ctx)
+		if err != nil {
+			return fmt.Errorf("read the queues: %w", err)
+		}
+		for _, q := range stats {
+			if q.Damage != "" {
+				log.Error("queue damaged: messages lost", "queue", q.Queue, "lost", q.Lost, "damage", q.Damage)
+			}
+		}
+	}
 	for _, name := range cfg.Queues() {
 		if _, err := s.p.Queue(ctx, name); err != nil {
 			return fmt.Errorf("create queue %s: %w", name, err)
@@ -388,18 +437,15 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}()
 
 	if cfg.Listen != "" {
-		ln, err := net.Listen("tcp", cfg.Listen)
+		bc := cfg.listenerBounds
+		bc.Addr, bc.Name, bc.Logger = cfg.Listen, "fetch events", log
+		bc.Handler = bounded.Limit(s.run.fetch, cfg.MaxFetchConcurrency, FetchSlotWait)
+		s.httpSrv, err = bounded.Listen(bc)
 		if err != nil {
 			return fmt.Errorf("listen for fetch events on %s: %w", cfg.Listen, err)
 		}
-		s.addr = ln.Addr().String()
-		s.httpSrv = &http.Server{
-			Handler:           s.run.fetch,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
-		go func() { _ = s.httpSrv.Serve(ln) }()
-		log.Info("listening for fetch events", "url", "http://"+s.addr+"/")
+		s.addr = s.httpSrv.Addr().String()
+		log.Info("listening for fetch events", "url", "http://"+s.addr+"/", "max_fetch_concurrency", cfg.MaxFetchConcurrency)
 	}
 
 	if dash != nil {
@@ -416,6 +462,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	s.live.Store(&live{h: s.h, kill: s.run.kill})
 	log.Info("serving", "program", s.run.what, "time_limit", cfg.TimeLimit.String(), "config", cfg.File)
 	return nil
 }
@@ -552,7 +599,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-drained:
 	case <-ctx.Done():
 		s.log.Warn("shutdown grace is over: halting running events; their messages will be delivered again")
-		s.h.Halt()
+		s.Halt()
 		if s.httpSrv != nil {
 			_ = s.httpSrv.Close()
 		}
@@ -574,17 +621,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Halt aborts every running event and every event started later; their messages are
-// delivered again. Shutdown calls it when its context ends first.
+// delivered again. The process groups of programs run per event (Command) are killed at once,
+// before Halt returns, so a process that exits right after leaves none behind. Shutdown calls
+// it when its context ends first.
 func (s *Server) Halt() {
-	if h := s.host(); h != nil {
-		h.Halt()
+	l := s.live.Load()
+	if l == nil {
+		return
+	}
+	l.h.Halt()
+	if l.kill != nil {
+		l.kill()
 	}
 }
 
 func (s *Server) host() *host.Host {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.h
+	if l := s.live.Load(); l != nil {
+		return l.h
+	}
+	return nil
 }
 
 // Do runs fn as one fetch-kind event, with the server's permissions, bindings and time limit,
@@ -635,6 +690,7 @@ type runner struct {
 	what  string // for the log
 	queue host.Handler
 	fetch http.Handler
+	kill  func() // kills every running program at once; nil for an in-process program
 	close func() error
 }
 
@@ -654,11 +710,12 @@ func newRunner(cfg *Config, h *host.Host, log *slog.Logger) (runner, error) {
 	if err != nil {
 		return runner{}, fmt.Errorf("start the bridge: %w", err)
 	}
-	prog := &bridge.Program{Command: cfg.Command, Dir: cfg.Dir, Bridge: srv, Logger: log}
+	prog := &bridge.Program{Command: cfg.Command, Dir: cfg.Dir, Bridge: srv, Logger: log, MaxOutput: cfg.MaxOutputBytes}
 	return runner{
 		what:  "command " + strings.Join(cfg.Command, " "),
 		queue: prog.Queue,
 		fetch: prog.Fetch(h),
+		kill:  prog.Kill,
 		// Halted events return before their programs are reaped: wait for every process
 		// group to be gone, so no program outlives the server.
 		close: sync.OnceValue(func() error { prog.Wait(); return srv.Close() }),

@@ -33,13 +33,18 @@ class HostAbort(Exception):
     """A host abort (the bridge answered 500): the event has failed; stop at once."""
 
 
+# The bridge is on this machine: never reach it through a proxy set in the environment
+# (http_proxy would otherwise receive the event's private URL and every message body).
+_bridge = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def call(name, *args):
     """Calls one of the interface's functions over the bridge and returns its result text."""
     data = json.dumps([name, *args], ensure_ascii=False).encode("utf-8")
     req = urllib.request.Request(os.environ["DUILIE_BRIDGE"], data=data, method="POST",
                                  headers={"Content-Type": "application/json; charset=utf-8"})
     try:
-        with urllib.request.urlopen(req) as resp:
+        with _bridge.open(req) as resp:
             return resp.read().decode("utf-8")
     except urllib.error.HTTPError as e:
         message = e.read().decode("utf-8")

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -26,7 +28,7 @@ const (
 	exitUsage       = 64 // EX_USAGE
 	exitUnavailable = 69 // EX_UNAVAILABLE: the engine, a cluster or an address cannot be had
 	exitSoftware    = 70 // EX_SOFTWARE: a failure inside duilie
-	exitIOErr       = 74 // EX_IOERR: reading stdin or writing stdout failed
+	exitIOErr       = 74 // EX_IOERR: reading stdin or writing stdout failed; stored data was lost
 	exitConfig      = 78 // EX_CONFIG
 )
 
@@ -56,20 +58,60 @@ type Options struct {
 
 // Main runs duilie's command line with args (without the program name) and returns the exit
 // status. SIGINT and SIGTERM cancel the run: serve then shuts down gracefully, and a second
-// signal ends the process at once.
+// signal kills every running program's process group and ends the process at once.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return MainWith(Options{}, args, stdin, stdout, stderr)
 }
 
 // MainWith is Main for a command line shaped by opts.
 func MainWith(opts Options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer close(sigs) // after Stop: no signal is sent on it any more, and the watcher ends
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	last := &lastResort{}
+	ctx = context.WithValue(ctx, lastResortKey{}, last)
 	go func() {
-		<-ctx.Done()
-		stop() // the next signal gets Go's default behaviour: the process ends
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		cancel()
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		last.run()
+		dieBy(sig)
 	}()
 	return Run(ctx, opts, args, stdin, stdout, stderr)
+}
+
+// lastResort holds what a second signal must do before the process ends.
+type lastResort struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+type lastResortKey struct{}
+
+// onSecondSignal has fn run when a second SIGINT or SIGTERM ends the process (MainWith), for
+// example to kill the programs a serve runs, so none outlives it.
+func onSecondSignal(ctx context.Context, fn func()) {
+	if l, ok := ctx.Value(lastResortKey{}).(*lastResort); ok {
+		l.mu.Lock()
+		l.fns = append(l.fns, fn)
+		l.mu.Unlock()
+	}
+}
+
+func (l *lastResort) run() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, fn := range l.fns {
+		fn()
+	}
 }
 
 // Run runs the command line until it is done or ctx ends (serve then shuts down gracefully),
@@ -83,12 +125,12 @@ func Run(ctx context.Context, opts Options, args []string, stdin io.Reader, stdo
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
 	code := status(err)
-	fmt.Fprintln(stderr, message(opts.Name, err, code))
+	fmt.Fprintln(stderr, message(opts.Name, cmd.CommandPath(), err, code))
 	return code
 }
 
@@ -114,13 +156,14 @@ func status(err error) int {
 }
 
 // message is what to print: an exception's or abort's message alone, verbatim (scripts compare
-// it), otherwise the error prefixed with the command's name.
-func message(name string, err error, code int) string {
+// it), otherwise the error prefixed with the command's name; a usage error points to the help
+// of the command it was made with (path: "duilie send").
+func message(name, path string, err error, code int) string {
 	switch code {
 	case exitException, exitAbort:
 		return err.Error()
 	case exitUsage:
-		return name + ": " + err.Error() + "\nRun '" + name + " --help' for usage."
+		return name + ": " + err.Error() + "\nRun '" + path + " --help' for usage."
 	case exitConfig:
 		var ce *server.ConfigError
 		if errors.As(err, &ce) {
@@ -141,11 +184,13 @@ can run in-process.
 
 Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on stderr),
 64 a usage error, 78 a configuration error, 69 the engine or an address is unavailable,
-70 an internal failure, 74 an I/O error.`,
+70 an internal failure, 74 an I/O error (also: queues found messages lost).`,
 		Example:       rootExample(opts),
+		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
 	root.AddCommand(newCheck(), newServe(opts), newSend(opts), newSendBatch(opts), newQueues(opts))
@@ -154,6 +199,43 @@ Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on 
 		root.AddCommand(newDemo(), newWorker())
 	}
 	return root
+}
+
+// commit is the commit a release build was made from, stamped by the build
+// (-ldflags "-X github.com/duilie/duilie/internal/cli.commit=<sha>"); "" for a build that
+// leaves it to Go's VCS stamping.
+var commit string
+
+// version is the main module's version and the commit it was built from: "v0.1.0 (commit
+// 0123456789ab)", "(devel) (commit 0123456789ab, modified)", or the version alone when the
+// build recorded no commit (go install of a tagged version: the tag names it).
+func version() string {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi, commit)
+}
+
+func versionOf(bi *debug.BuildInfo, stamped string) string {
+	v, rev, modified := "(devel)", stamped, false
+	if bi != nil {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision" && rev == "":
+				rev = s.Value
+			case s.Key == "vcs.modified" && stamped == "":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	switch {
+	case rev == "":
+		return v
+	case modified:
+		return v + " (commit " + rev[:min(12, len(rev))] + ", modified)"
+	}
+	return v + " (commit " + rev[:min(12, len(rev))] + ")"
 }
 
 func rootExample(opts Options) string {

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,16 @@ var (
 	binErr    error
 )
 
+// headCommit is the commit the tests' binary is stamped with, as a release build is; "" when
+// git cannot tell.
+var headCommit = func() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}()
+
 // duilieBinary builds cmd/duilie once per test run.
 func duilieBinary(t *testing.T) string {
 	t.Helper()
@@ -49,7 +60,8 @@ func duilieBinary(t *testing.T) string {
 		if binErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "duilie"), "github.com/duilie/duilie/cmd/duilie").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "duilie"),
+			"-ldflags=-X github.com/duilie/duilie/internal/cli.commit="+headCommit, "github.com/duilie/duilie/cmd/duilie").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -62,8 +74,9 @@ func duilieBinary(t *testing.T) string {
 
 // testApp is [app] command in the tests: a queue event reads its batch over the bridge and,
 // per message {"name":…, "fail_below":k, "sleep_ms":n}, logs "start", exits 3 while attempts
-// < k (unless the file $TEST_APP_LOG.fixed exists), sleeps n ms on the first attempt, acks and
-// logs "done". Lines go to $TEST_APP_LOG.
+// < k (unless the file $TEST_APP_LOG.fixed exists), sleeps n ms on the first attempt (after
+// starting a child process that sleeps too, in its process group, and logging
+// "pids <name> <its pid> <the child's>"), acks and logs "done". Lines go to $TEST_APP_LOG.
 func testApp() int {
 	logf, err := os.OpenFile(os.Getenv("TEST_APP_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
@@ -99,6 +112,7 @@ func testApp() int {
 				Name      string `json:"name"`
 				FailBelow int    `json:"fail_below"`
 				SleepMS   int    `json:"sleep_ms"`
+				DeepMB    int    `json:"deep_mb"`
 			} `json:"body"`
 		} `json:"messages"`
 	}
@@ -113,11 +127,30 @@ func testApp() int {
 			b.FailBelow = 0
 		}
 		logLine("start %s attempts=%d", b.Name, m.Attempts)
+		if b.DeepMB > 0 {
+			// A call of nothing but brackets, streamed: the bridge must refuse it as it comes.
+			resp, err := http.Post(os.Getenv("DUILIE_BRIDGE"), "application/json",
+				io.LimitReader(bracketReader{}, int64(b.DeepMB)<<20))
+			if err != nil {
+				logLine("deep %s: %v", b.Name, err)
+				return 17
+			}
+			text, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			logLine("deep %s %d %s", b.Name, resp.StatusCode, text)
+			return 18
+		}
 		if m.Attempts < b.FailBelow {
 			logLine("fail %s attempts=%d", b.Name, m.Attempts)
 			return 3
 		}
 		if b.SleepMS > 0 && m.Attempts == 1 {
+			child := exec.Command("sleep", strconv.Itoa(b.SleepMS/1000+1))
+			if err := child.Start(); err != nil {
+				logLine("child: %v", err)
+				return 16
+			}
+			logLine("pids %s %d %d", b.Name, os.Getpid(), child.Process.Pid)
 			time.Sleep(time.Duration(b.SleepMS) * time.Millisecond)
 		}
 		if status, text := call("确认队列消息", i); status != 200 {
@@ -127,6 +160,16 @@ func testApp() int {
 		logLine("done %s attempts=%d", b.Name, m.Attempts)
 	}
 	return 0
+}
+
+// bracketReader is an endless "[[[[…".
+type bracketReader struct{}
+
+func (bracketReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '['
+	}
+	return len(p), nil
 }
 
 // e2eConfig writes a duilie.toml into a new directory and returns its path. The app is this
@@ -199,8 +242,10 @@ type serveProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 
-	mu    sync.Mutex
-	lines []string
+	mu        sync.Mutex
+	lines     []string
+	stoppedAt time.Time // when the msg=stopped line came
+	exitedAt  time.Time // when the process had exited
 }
 
 func startServe(t *testing.T, config string, env ...string) *serveProc {
@@ -222,9 +267,15 @@ func startServe(t *testing.T, config string, env ...string) *serveProc {
 		for sc.Scan() {
 			s.mu.Lock()
 			s.lines = append(s.lines, sc.Text())
+			if strings.Contains(sc.Text(), "msg=stopped") {
+				s.stoppedAt = time.Now()
+			}
 			s.mu.Unlock()
 		}
 		_ = cmd.Wait()
+		s.mu.Lock()
+		s.exitedAt = time.Now()
+		s.mu.Unlock()
 	}()
 	t.Cleanup(func() {
 		select {
@@ -369,10 +420,11 @@ func TestSendExitStatuses(t *testing.T) {
 		{"batch not permitted", `[{"body":1}]`, []string{"send-batch", "--binding", "NOPE"}, 2, "未授权的QUEUE绑定：NOPE\n"},
 		// The body's checks come before the binding's (SPEC §3): a bad body to a bad binding is 1.
 		{"bad body, bad binding", `{`, []string{"send", "--binding", "SECRET"}, 1, "消息体不是有效的 JSON 文字\n"},
-		{"no binding", `{}`, []string{"send"}, 64, "duilie: send needs --binding, the binding that names the queue\nRun 'duilie --help' for usage.\n"},
-		{"batch no binding", `[]`, []string{"send-batch"}, 64, "duilie: send-batch needs --binding, the binding that names the queue\nRun 'duilie --help' for usage.\n"},
-		{"bad flag", `{}`, []string{"send", "--binding", "JOBS", "--delay", "soon"}, 64, "duilie: invalid argument \"soon\" for \"--delay\" flag: strconv.ParseInt: parsing \"soon\": invalid syntax\nRun 'duilie --help' for usage.\n"},
-		{"argument", `{}`, []string{"send", "--binding", "JOBS", "extra"}, 64, "duilie: unknown command \"extra\" for \"duilie send\"\nRun 'duilie --help' for usage.\n"},
+		{"no binding", `{}`, []string{"send"}, 64, "duilie: send needs --binding, the binding that names the queue\nRun 'duilie send --help' for usage.\n"},
+		{"batch no binding", `[]`, []string{"send-batch"}, 64, "duilie: send-batch needs --binding, the binding that names the queue\nRun 'duilie send-batch --help' for usage.\n"},
+		{"bad flag", `{}`, []string{"send", "--binding", "JOBS", "--delay", "soon"}, 64, "duilie: invalid argument \"soon\" for \"--delay\" flag: strconv.ParseInt: parsing \"soon\": invalid syntax\nRun 'duilie send --help' for usage.\n"},
+		{"argument", `{}`, []string{"send", "--binding", "JOBS", "extra"}, 64, "duilie: unknown command \"extra\" for \"duilie send\"\nRun 'duilie send --help' for usage.\n"},
+		{"unknown command", ``, []string{"sned"}, 64, "duilie: unknown command \"sned\" for \"duilie\"\n\nDid you mean this?\n\tsend\n\nRun 'duilie --help' for usage.\n"},
 	} {
 		args := append(c.args, "--config", cfg)
 		r := runDuilie(t, c.stdin, nil, args...)
@@ -386,7 +438,7 @@ func TestSendExitStatuses(t *testing.T) {
 	}
 	// Three messages were accepted: 1 + 2 from the batch (one delayed) + 1 delayed.
 	r = runDuilie(t, "", nil, "queues", "--json", "--config", cfg)
-	want := `[{"queue":"jobs","ready":2,"delayed":2,"in_flight":0,"paused":false,"dead_letter_queue":null}]` + "\n"
+	want := `[{"queue":"jobs","ready":2,"delayed":2,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null}]` + "\n"
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("queues --json: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
 	}
@@ -417,7 +469,7 @@ func TestSendServeRestart(t *testing.T) {
 	waitAppLog(t, appLog, `done (while|batch1|batch2) attempts=1`, 3)
 	s.waitAcked(4) // the host settles a batch once its program has exited
 	r := runDuilie(t, "", nil, "queues", "--config", cfg)
-	if r.code != 0 || r.stdout != "queue   ready  delayed  in_flight  paused  dead_letter_queue\njobs        0        0          0  no      -\nsecret      0        0          0  no      -\n" {
+	if r.code != 0 || r.stdout != "queue   ready  delayed  in_flight  lost  paused  dead_letter_queue\njobs        0        0          0     0  no      -\nsecret      0        0          0     0  no      -\n" {
 		t.Errorf("queues while serving: %+v", r)
 	}
 	if code, _ := s.stop(); code != 0 {
@@ -428,7 +480,7 @@ func TestSendServeRestart(t *testing.T) {
 		t.Fatalf("send between: %+v", r)
 	}
 	r = runDuilie(t, "", nil, "queues", "--json", "--config", cfg)
-	if want := `[{"queue":"jobs","ready":1,"delayed":0,"in_flight":0,"paused":false,"dead_letter_queue":null},{"queue":"secret","ready":0,"delayed":0,"in_flight":0,"paused":false,"dead_letter_queue":null}]` + "\n"; r.stdout != want {
+	if want := `[{"queue":"jobs","ready":1,"delayed":0,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null},{"queue":"secret","ready":0,"delayed":0,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null}]` + "\n"; r.stdout != want {
 		t.Errorf("queues between: %+v", r)
 	}
 	s = startServe(t, cfg, env...)
@@ -509,6 +561,136 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// A call of 30 MB of nested brackets to a real serve's bridge is refused as it arrives: the
+// serve's peak memory does not grow (it grew by 3 GB before the bridge followed a call's depth).
+func TestDeepCallMemory(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	appLog, env := appLogEnv(t)
+	s := startServe(t, cfg, env...)
+	before := peakRSS(t, s.cmd.Process.Pid)
+	if r := runDuilie(t, `{"name":"deep","deep_mb":30}`, nil, "send", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+		t.Fatalf("send: %+v", r)
+	}
+	// The program is killed right after the 500 reply: the event's abort says what it was.
+	s.waitLog(`msg="queue event" .* outcome=aborted .*err="桥接调用无效：调用嵌套超过 2 层"`, 1)
+	waitAppLog(t, appLog, `start deep attempts=1`, 1)
+	grown := peakRSS(t, s.cmd.Process.Pid) - before
+	t.Logf("serve's peak memory: %d MiB before the call, %d KiB more after it", before>>20, grown>>10)
+	if grown > 20<<20 {
+		t.Errorf("serve's peak memory grew by %d MiB", grown>>20)
+	}
+	s.stop()
+}
+
+// peakRSS is a process's peak resident memory (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(status)
+	if m == nil {
+		t.Skip("no VmHWM in /proc/<pid>/status")
+	}
+	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return kb << 10
+}
+
+// With nothing running, serve exits within 200 ms of logging stopped.
+func TestServeExitsPromptly(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, e2eConfig(t, 30000, 30000))
+	if code, _ := s.stop(); code != 0 {
+		t.Fatalf("serve exit %d", code)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stoppedAt.IsZero() {
+		t.Fatal("no stopped line")
+	}
+	if took := s.exitedAt.Sub(s.stoppedAt); took > 200*time.Millisecond {
+		t.Errorf("serve exited %v after logging stopped", took)
+	}
+}
+
+// A second SIGTERM ends serve at once, and kills every running program's process group first:
+// no program outlives the host.
+func TestSecondSignal(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 60000, 30000)
+	appLog, env := appLogEnv(t)
+	s := startServe(t, cfg, env...)
+	if r := runDuilie(t, `{"name":"stuck","sleep_ms":60000}`, nil, "send", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+		t.Fatalf("send: %+v", r)
+	}
+	waitAppLog(t, appLog, `pids stuck \d+ \d+`, 1)
+	b, _ := os.ReadFile(appLog)
+	m := regexp.MustCompile(`pids stuck (\d+) (\d+)`).FindStringSubmatch(string(b))
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	s.waitLog(`shutting down`, 1) // the grace of 30 s has begun
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve still running 10 s after a second SIGTERM")
+	}
+	for _, pid := range m[1:] {
+		deadline := time.Now().Add(5 * time.Second)
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %s of the program outlived serve", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// alive reports whether process pid exists and is not a zombie (a killed orphan waiting for
+// init to reap it is gone for every purpose).
+func alive(pid string) bool {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// duilie --version prints the module's version and the commit it was built from.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	if headCommit == "" {
+		t.Skip("git cannot say which commit this is")
+	}
+	r := runDuilie(t, "", nil, "--version")
+	if want := "duilie (devel) (commit " + headCommit[:12] + ")\n"; r.code != 0 || r.stderr != "" || r.stdout != want {
+		t.Errorf("--version: %+v, want %q", r, want)
+	}
+	for _, tc := range []struct {
+		bi      *debug.BuildInfo
+		stamped string
+		want    string
+	}{
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.1.0"}}, "", "v0.1.0"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}, "", "(devel) (commit 0123456789ab, modified)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.1.1"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "false"}}}, "", "v0.1.1 (commit 0123456789ab)"},
+		{&debug.BuildInfo{}, "fedcba9876543210", "(devel) (commit fedcba987654)"},
+		{nil, "", "(devel)"},
+	} {
+		if got := versionOf(tc.bi, tc.stamped); got != tc.want {
+			t.Errorf("versionOf(%+v, %q) = %q, want %q", tc.bi, tc.stamped, got, tc.want)
+		}
+	}
+}
+
 // serve refuses what it cannot run, with the exit statuses of SPEC §13.
 func TestServeRefuses(t *testing.T) {
 	t.Parallel()
@@ -555,3 +737,92 @@ func TestServeRefuses(t *testing.T) {
 }
 
 func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// A data directory another user could capture is refused by every command (exit 78) with a
+// message naming it and the fix: here another user (nobody) created it where the
+// configuration points, as anyone may in a shared temporary directory; and one that others may
+// write.
+func TestDataDirNotOwn(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	dataDir := filepath.Join(filepath.Dir(cfg), ".duilie")
+	if err := os.Mkdir(dataDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dataDir, 0o777)
+	want := cfg + `: platform.data_dir = "` + dataDir + `": ` + dataDir + ` is writable by its group or others (mode 0777): another user could replace what duilie keeps there; chmod go-w ` + dataDir + "\n"
+	for _, args := range [][]string{{"send", "--binding", "JOBS"}, {"queues"}, {"serve"}} {
+		r := runDuilie(t, `{}`, nil, append(args, "--config", cfg)...)
+		if r.code != 78 || !strings.HasSuffix(r.stderr, "\n"+want) && r.stderr != want { // serve logs before
+			t.Errorf("%s: %+v\nwant 78 and %q", args[0], r, want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the rest needs root, to make a directory another user owns")
+	}
+	os.Chmod(dataDir, 0o755)
+	if err := os.Chown(dataDir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	r := runDuilie(t, `{}`, nil, "send", "--binding", "JOBS", "--config", cfg)
+	if r.code != 78 || !strings.Contains(r.stderr, dataDir+" belongs to uid 65534, not to you (uid 0)") {
+		t.Errorf("send to a directory nobody owns: %+v", r)
+	}
+}
+
+// Damaged storage is never silent: a block file cut in half (half the messages gone), then a
+// corrupt stream metadata file (the queue not loadable).
+func TestQueuesDamage(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	batch := "[" + strings.Repeat(`{"body":{"name":"`+strings.Repeat("x", 100)+`"}},`, 19) + `{"body":{"name":"last"}}]`
+	if r := runDuilie(t, batch, nil, "send-batch", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+		t.Fatalf("send-batch: %+v", r)
+	}
+	stream := filepath.Join(filepath.Dir(cfg), ".duilie", "jetstream", "$G", "streams", "DUILIE_jobs")
+	blk := filepath.Join(stream, "msgs", "1.blk")
+	info, err := os.Stat(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(blk, info.Size()/2)
+
+	r := runDuilie(t, "", nil, "queues", "--config", cfg)
+	m := regexp.MustCompile(`(?m)^jobs\s+(\d+)\s+0\s+0\s+(\d+)\s+no\s+-$`).FindStringSubmatch(r.stdout)
+	if r.code != 74 || m == nil || m[1] == "20" || atoi(m[1])+atoi(m[2]) != 20 ||
+		!strings.HasPrefix(r.stderr, "duilie: queue jobs: "+m[2]+" messages lost (sequences ") {
+		t.Fatalf("queues after a cut block file: %+v", r)
+	}
+	r = runDuilie(t, "", nil, "queues", "--json", "--config", cfg)
+	if r.code != 74 || !strings.Contains(r.stdout, `"lost":`+m[2]+`,"damage":"`+m[2]+` messages lost`) {
+		t.Errorf("queues --json: %+v", r)
+	}
+	// serve says so at its start, and serves the messages that are left.
+	appLog, env := appLogEnv(t)
+	s := startServe(t, cfg, env...)
+	s.waitLog(`level=ERROR msg="queue damaged: messages lost" queue=jobs lost=`+m[2]+` damage="`, 1)
+	s.waitAcked(atoi(m[1]))
+	s.stop()
+	waitAppLog(t, appLog, `done x+ attempts=1`, atoi(m[1]))
+
+	// A damaged stream metadata file: the queue cannot be loaded; send refuses it.
+	os.WriteFile(filepath.Join(stream, "meta.inf"), []byte("{garbage"), 0o600)
+	r = runDuilie(t, "", nil, "queues", "--config", cfg)
+	if r.code != 74 || !strings.Contains(r.stderr, "its stored messages cannot be loaded (Stream metafile") {
+		t.Errorf("queues after a corrupt meta.inf: %+v", r)
+	}
+	r = runDuilie(t, `{}`, nil, "send", "--binding", "JOBS", "--config", cfg)
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "队列发送失败：jetstream: queue jobs: its stored messages cannot be loaded (") {
+		t.Errorf("send to a queue that cannot be loaded: %+v", r)
+	}
+	r = runDuilie(t, "", nil, "serve", "--config", cfg)
+	if r.code != 69 || !strings.Contains(r.stderr, `level=ERROR msg="queue damaged: messages lost" queue=jobs`) ||
+		!strings.Contains(r.stderr, "duilie will not create it anew over them") {
+		t.Errorf("serve on a queue that cannot be loaded: %+v", r)
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}

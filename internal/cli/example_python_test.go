@@ -3,12 +3,15 @@ package cli
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -52,7 +55,9 @@ func TestPythonExample(t *testing.T) {
 	cfg := filepath.Join(dir, "duilie.toml")
 	os.WriteFile(cfg, toml, 0o644)
 
-	s := startServe(t, cfg, pathEnv)
+	// A proxy in serve's environment must not see any bridge call.
+	proxy := recordingProxy(t)
+	s := startServe(t, cfg, pathEnv, "http_proxy="+proxy.url, "HTTP_PROXY="+proxy.url)
 	base := regexp.MustCompile(`url=(http://\S+)/`).FindStringSubmatch(s.waitLog(`listening for fetch events`, 1))[1]
 
 	// duilie send → a queue event renders it.
@@ -82,7 +87,7 @@ func TestPythonExample(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &stats); err != nil || r.code != 0 {
 		t.Fatalf("queues --json: %+v", r)
 	}
-	if len(stats) != 2 || stats[1]["queue"] != "page-render" || stats[1]["delayed"] != 1.0 || stats[1]["dead_letter_queue"] != "page-dlq" || len(stats[1]) != 6 {
+	if len(stats) != 2 || stats[1]["queue"] != "page-render" || stats[1]["delayed"] != 1.0 || stats[1]["dead_letter_queue"] != "page-dlq" || stats[1]["lost"] != 0.0 || len(stats[1]) != 7 {
 		t.Errorf("queues --json: %s; want page-render with the retried task delayed", r.stdout)
 	}
 
@@ -107,5 +112,59 @@ func TestPythonExample(t *testing.T) {
 	s.waitLog(`msg="fetch event" event=\w+ method=GET path=/ status=200 outcome=ok`, 1)
 	if code, _ := s.stop(); code != 0 {
 		t.Errorf("serve exit %d", code)
+	}
+	if n := proxy.count.Load(); n != 0 {
+		t.Errorf("%d requests went through the proxy", n)
+	}
+}
+
+// proxy is a listener that counts the connections a client made to it as its HTTP proxy.
+type proxy struct {
+	url   string
+	count atomic.Int32
+}
+
+func recordingProxy(t *testing.T) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	p := &proxy{url: "http://" + ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.count.Add(1)
+			c.Write([]byte("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	return p
+}
+
+// The example's call() reaches the bridge directly even with a proxy in its environment and
+// no NO_PROXY (the host adds loopback to NO_PROXY, but a script run otherwise has none).
+func TestPythonExampleIgnoresProxy(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	bridge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "queue")
+	}))
+	defer bridge.Close()
+	proxy := recordingProxy(t)
+	dir, _ := filepath.Abs("../../examples/page-python")
+	cmd := exec.Command("python3", "-c", "import app; print(app.call('读取入站事件种类'))")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "DUILIE_BRIDGE="+bridge.URL+"/e/x",
+		"http_proxy="+proxy.url, "HTTP_PROXY="+proxy.url, "no_proxy=", "NO_PROXY=")
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "queue\n" || proxy.count.Load() != 0 {
+		t.Errorf("call: %v %q; %d requests through the proxy", err, out, proxy.count.Load())
 	}
 }

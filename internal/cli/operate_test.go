@@ -151,7 +151,7 @@ func TestOperatorCommands(t *testing.T) {
 		t.Errorf("peek without a serve: %+v", ms)
 	}
 	r = runDuilie(t, "", nil, "queues", "--config", cfg)
-	if !regexp.MustCompile(`\njobs +1 +0 +0  yes     jobs-dead\n`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`\njobs +1 +0 +0 +0  yes     jobs-dead\n`).MatchString(r.stdout) {
 		t.Errorf("queues while no serve runs:\n%s", r.stdout)
 	}
 	s = startServe(t, cfg, env...)
@@ -206,15 +206,15 @@ func TestOperatorCommandErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"peek"}, 64, "duilie: peek needs the queue to show\nRun 'duilie --help' for usage.\n"},
-		{[]string{"peek", "jobs", "extra"}, 64, "duilie: peek takes 1 argument(s), got 2: jobs extra\nRun 'duilie --help' for usage.\n"},
-		{[]string{"peek", "jobs", "--state", "gone"}, 64, "duilie: --state \"gone\": state must be \"ready\", \"delayed\" or \"in_flight\"\nRun 'duilie --help' for usage.\n"},
-		{[]string{"peek", "jobs", "--limit", "0"}, 64, "duilie: --limit 0: must be 1–1000\nRun 'duilie --help' for usage.\n"},
-		{[]string{"peek", "Jobs"}, 64, "duilie: queue name \"Jobs\" may hold only lowercase letters, digits and '-', and must start with a letter or digit\nRun 'duilie --help' for usage.\n"},
-		{[]string{"replay", "jobs-dead", "--delay", "43201"}, 64, "duilie: --delay 43201: must be 0–43200 (seconds)\nRun 'duilie --help' for usage.\n"},
-		{[]string{"replay", "jobs"}, 64, "duilie: no consumer in " + cfg + " names jobs as its dead_letter_queue; say where to send its messages with --to QUEUE\nRun 'duilie --help' for usage.\n"},
-		{[]string{"delete", "jobs"}, 64, "duilie: delete needs the queue and the id of the message to delete\nRun 'duilie --help' for usage.\n"},
-		{[]string{"pause"}, 64, "duilie: pause needs the queue to pause\nRun 'duilie --help' for usage.\n"},
+		{[]string{"peek"}, 64, "duilie: peek needs the queue to show\nRun 'duilie peek --help' for usage.\n"},
+		{[]string{"peek", "jobs", "extra"}, 64, "duilie: peek takes 1 argument(s), got 2: jobs extra\nRun 'duilie peek --help' for usage.\n"},
+		{[]string{"peek", "jobs", "--state", "gone"}, 64, "duilie: --state \"gone\": state must be \"ready\", \"delayed\" or \"in_flight\"\nRun 'duilie peek --help' for usage.\n"},
+		{[]string{"peek", "jobs", "--limit", "0"}, 64, "duilie: --limit 0: must be 1–1000\nRun 'duilie peek --help' for usage.\n"},
+		{[]string{"peek", "Jobs"}, 64, "duilie: queue name \"Jobs\" may hold only lowercase letters, digits and '-', and must start with a letter or digit\nRun 'duilie peek --help' for usage.\n"},
+		{[]string{"replay", "jobs-dead", "--delay", "43201"}, 64, "duilie: --delay 43201: must be 0–43200 (seconds)\nRun 'duilie replay --help' for usage.\n"},
+		{[]string{"replay", "jobs"}, 64, "duilie: no consumer in " + cfg + " names jobs as its dead_letter_queue; say where to send its messages with --to QUEUE\nRun 'duilie replay --help' for usage.\n"},
+		{[]string{"delete", "jobs"}, 64, "duilie: delete needs the queue and the id of the message to delete\nRun 'duilie delete --help' for usage.\n"},
+		{[]string{"pause"}, 64, "duilie: pause needs the queue to pause\nRun 'duilie pause --help' for usage.\n"},
 	} {
 		r := runDuilie(t, "", nil, append(c.args, "--config", cfg)...)
 		if r.code != c.code || r.stderr != c.stderr || r.stdout != "" {

@@ -18,20 +18,25 @@ func newQueues(opts Options) *cobra.Command {
 	c := &cobra.Command{
 		Use:                   "queues [--json] [--config F]",
 		DisableFlagsInUseLine: true,
-		Short:                 "Show every queue's ready, delayed and in-flight messages",
+		Short:                 "Show every queue's ready, delayed, in-flight and lost messages",
 		Long: `queues prints one row per queue of the configured platform: ready (deliverable now),
 delayed (waiting for a send or retry delay), in_flight (delivered, event not yet
-settled), paused (pause stopped its delivery) and the dead_letter_queue of its consumer in
-the configuration. With --json it prints a JSON array of objects with exactly the keys
-queue, ready, delayed, in_flight, paused (true or false) and dead_letter_queue (a name, or
-null). Like send, it reaches a running serve or opens the data directory itself.`,
+settled), lost (messages damaged storage lost), paused (pause stopped its delivery) and the
+dead_letter_queue of its consumer in the configuration. With --json it prints a JSON array
+of objects with the keys queue, ready, delayed, in_flight, paused (true or false), lost,
+damage (only when there is any) and dead_letter_queue (a name, or null). Like send, it
+reaches a running serve or opens the data directory itself.
+
+Exit status: 0; 74 when a queue lost messages or cannot be loaded (the table is printed,
+and one line per such queue on stderr says what happened); 69 the engine or cluster is
+unavailable; 78 the configuration.`,
 		Example: `  ` + opts.Name + ` queues --config examples/page-go/duilie.toml
-  queue        ready  delayed  in_flight  paused  dead_letter_queue
-  page-dlq         0        0          0  no      -
-  page-render      2        1          0  no      page-dlq
+  queue        ready  delayed  in_flight  lost  paused  dead_letter_queue
+  page-dlq         0        0          0     0  no      -
+  page-render      2        1          0     0  no      page-dlq
 
   ` + opts.Name + ` queues --json
-  [{"queue":"page-dlq","ready":0,"delayed":0,"in_flight":0,"paused":false,"dead_letter_queue":null},{"queue":"page-render","ready":2,"delayed":1,"in_flight":0,"paused":false,"dead_letter_queue":"page-dlq"}]`,
+  [{"queue":"page-dlq","ready":0,"delayed":0,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null},{"queue":"page-render","ready":2,"delayed":1,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":"page-dlq"}]`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := server.LoadConfig(configPath)
@@ -61,7 +66,19 @@ null). Like send, it reaches a running serve or opens the data directory itself.
 			} else {
 				out = []byte(queueTable(rows))
 			}
-			return writeOut(cmd.OutOrStdout(), out)
+			if err := writeOut(cmd.OutOrStdout(), out); err != nil {
+				return err
+			}
+			var damaged []string
+			for _, s := range stats {
+				if s.Damage != "" {
+					damaged = append(damaged, "queue "+s.Queue+": "+s.Damage)
+				}
+			}
+			if len(damaged) > 0 {
+				return &exitError{exitIOErr, errors.New(strings.Join(damaged, "\n"+opts.Name+": "))}
+			}
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array instead of a table")
@@ -92,7 +109,7 @@ func queueRows(cfg *server.Config, stats []platform.QueueStats) []queueRow {
 
 // queueTable lays the rows out in columns: names left-aligned, counts right-aligned.
 func queueTable(qs []queueRow) string {
-	rows := [][]string{{"queue", "ready", "delayed", "in_flight", "paused", "dead_letter_queue"}}
+	rows := [][]string{{"queue", "ready", "delayed", "in_flight", "lost", "paused", "dead_letter_queue"}}
 	for _, q := range qs {
 		paused, dlq := "no", "-"
 		if q.Paused {
@@ -102,9 +119,9 @@ func queueTable(qs []queueRow) string {
 			dlq = *q.DeadLetterQueue
 		}
 		rows = append(rows, []string{q.Queue, strconv.FormatInt(q.Ready, 10),
-			strconv.FormatInt(q.Delayed, 10), strconv.FormatInt(q.InFlight, 10), paused, dlq})
+			strconv.FormatInt(q.Delayed, 10), strconv.FormatInt(q.InFlight, 10), strconv.FormatInt(q.Lost, 10), paused, dlq})
 	}
-	return columns(rows, map[int]bool{1: true, 2: true, 3: true})
+	return columns(rows, map[int]bool{1: true, 2: true, 3: true, 4: true})
 }
 
 // table formats rows in columns two spaces apart; columns from numericFrom on are right-aligned.

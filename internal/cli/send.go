@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -105,7 +106,7 @@ func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, 
 	}
 	failure := h.Run(cmd.Context(), func(ev *host.Event) error { return send(ev, in) })
 	if err := lp.openErr(); err != nil {
-		return err // the platform could not be opened: unavailable (69), whatever the event saw
+		return err // the platform could not be opened: 69 (or 78), whatever the event saw
 	}
 	if failure != nil {
 		return failure
@@ -118,11 +119,16 @@ func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, 
 }
 
 // openPlatform opens the configured platform as a local command does: it reaches the running
-// serve that holds the store, or opens the store itself for a moment. Failures are exit
-// status 69.
+// serve that holds the store, or opens the store itself for a moment. A setting the platform
+// cannot use (a data directory another user could capture) is exit status 78; other failures
+// are 69.
 func openPlatform(ctx context.Context, cfg *server.Config) (platform.Platform, error) {
-	p, err := cfg.Platform.Open(ctx, platform.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
+	p, err := cfg.OpenPlatform(ctx, platform.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+	var ce *server.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		return nil, err
+	case err != nil:
 		return nil, unavailable(err)
 	}
 	return p, nil

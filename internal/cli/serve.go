@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -27,7 +28,8 @@ fetch event.
 While serve runs it holds the data directory, and send, send-batch and queues on the same
 configuration reach it there. SIGINT or SIGTERM stops new deliveries and lets running events
 finish for up to [app] shutdown_grace_ms; events still running then are aborted and their
-messages delivered again on the next start. Logs go to stderr, one line per event.`,
+messages delivered again on the next start. A second signal kills every running program's
+process group and ends serve at once. Logs go to stderr, one line per event.`,
 		Example: `  ` + opts.Name + ` serve --config examples/page-python/duilie.toml
   ` + opts.Name + ` serve     # reads ./duilie.toml`,
 		Args: cobra.NoArgs,
@@ -42,7 +44,12 @@ messages delivered again on the next start. Logs go to stderr, one line per even
 			if err != nil {
 				return err
 			}
+			onSecondSignal(cmd.Context(), srv.Halt) // no program outlives serve
 			if err := srv.Run(cmd.Context()); err != nil {
+				var ce *server.ConfigError
+				if errors.As(err, &ce) {
+					return err // the platform cannot use a setting: a data directory not the user's own
+				}
 				return unavailable(err)
 			}
 			return nil

@@ -8,7 +8,11 @@
 // Open with a zero Config runs the embedded engine: a nats-server inside the process, JetStream
 // file storage under Config.DataDir, reached through an in-process connection (no TCP port).
 // The process holds an exclusive flock on <data dir>/LOCK, so no second process opens the same
-// store. With Config.Serve the engine also listens on a random loopback port guarded by a random
+// store. The data directory is created with mode 0700; the directory, LOCK and serve.json must
+// belong to the user running duilie and be writable by nobody else, or Open refuses them (a
+// *platform.FieldError of DataDir, naming the path and the fix), as ssh refuses a loose key:
+// otherwise another local user could hold the lock and record a serve of their own. Open waits
+// LockWait (5 s) for a directory another process holds, whatever its context allows. With Config.Serve the engine also listens on a random loopback port guarded by a random
 // token, and records {url, token, pid} in <data dir>/serve.json (mode 0600); an Open of a data
 // directory whose lock a live process holds then connects there (Platform.Attached reports it),
 // and fails with an error naming the directory when the holder does not serve. The record is
@@ -37,9 +41,10 @@
 // consumer holds one that fired early until its Duilie-Due: never early, and typically tens of
 // milliseconds late instead of a hundred and fifty.
 //
-// Messages expire Config.Retention after they become ready (a per-message TTL; a schedule lives
-// until its due time plus the retention). The stream's MaxAge exceeds every such TTL and only
-// bounds messages that foreign producers publish without one.
+// Nothing expires by itself (the engine would drop a message without a word): a serving process
+// (Config.Serve, and every serve on a cluster) removes, at its start and every minute, the ready
+// messages that became ready more than Config.Retention ago, and logs how many per queue at
+// WARN. A delayed message becomes ready at its due time. When no serve runs, messages wait.
 //
 // # Delivery
 //
@@ -80,12 +85,39 @@
 // not have been stored, like any send. This process keeps at most 32 batches per queue in
 // flight, under JetStream's limit of 50 per stream.
 //
+// # Disk space
+//
+// An engine that runs out of space in the middle of a batch has stored part of it (and shuts
+// JetStream down). So a store on this machine (the embedded engine, or the one a local serve
+// runs) keeps DiskReserve (16 MiB) free on its file system: a send or a batch that would leave
+// less (counting a batch twice, staged and stored, and 1 KiB per message beyond its body) is
+// refused before anything of it is written, with an error that says how much is free; the
+// reserve serves settling the messages there are. A send or a batch waits at most 5 s for
+// JetStream's acknowledgement, whatever the caller's deadline, and then fails: an engine that
+// stopped answering is the platform's failure, not the event's time limit.
+//
 // # Stats
 //
 // For each stream DUILIE_<queue>: ready is the ready subject's message count less the consumer's
 // unacknowledged deliveries, delayed is the rest of the stream (pending schedules: delayed sends
 // and retries), in_flight is the consumer's unacknowledged deliveries. The counts come from two
 // snapshots taken a moment apart, so under load they are approximate; at rest they are exact.
+// Lost and Damage report damaged storage (below); a queue whose stream cannot be loaded or read
+// has a row with Damage saying why.
+//
+// # Damaged storage
+//
+// The engine rebuilds a damaged block file from what is left and drops the rest, and skips a
+// stream whose metadata is damaged, with at most a warning. So at every clean close the process
+// that ran the embedded engine records each queue's message count and sequences in
+// <data dir>/state.json, and the next open, before anything runs, counts every message missing
+// since then as lost (the directory was locked meanwhile and nothing expires by itself); it takes
+// the engine's own report (stream state's Lost) too, and a stream directory the engine did not
+// load makes its queue one that cannot be loaded: Queue refuses to create it anew over its
+// stored messages (a permanent error). Findings are logged at ERROR when found and kept in
+// <data dir>/lost.json, reported by every later Stats, until an operator deletes the file. After
+// a crash there is no state.json: only the engine's own report counts. On a cluster, Stats
+// reports what the servers report lost.
 //
 // # Operators
 //

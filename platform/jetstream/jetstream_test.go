@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -429,18 +430,23 @@ func TestSyncAlways(t *testing.T) {
 	wantStats(t, p, platform.QueueStats{Queue: "q"})
 }
 
+// A second open of a directory whose holder does not serve waits LockWait for it, however
+// long its context would allow (a send's is its time limit), then fails naming the directory
+// and the holder.
 func TestLockWithoutServe(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	open(t, Config{DataDir: dir})
 	start := time.Now()
-	_, err := Open(context.Background(), Config{DataDir: dir, Logger: quiet})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Open(ctx, Config{DataDir: dir, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "does not accept local commands") ||
 		!strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Fatalf("second open: %v", err)
 	}
-	if waited := time.Since(start); waited > attachWait+time.Second {
-		t.Fatalf("second open took %v to fail", waited)
+	if waited := time.Since(start); waited < LockWait || waited > LockWait+2*time.Second {
+		t.Fatalf("second open failed after %v, want LockWait (%v)", waited, LockWait)
 	}
 }
 
@@ -671,7 +677,7 @@ func TestHeldUntilDue(t *testing.T) {
 	}
 }
 
-// A second process waits, within its context, for a holder that does not serve to release the
+// A second process waits, up to LockWait, for a holder that does not serve to release the
 // data directory: parallel local commands take turns instead of failing.
 func TestLockWaitsForShortHolder(t *testing.T) {
 	t.Parallel()
@@ -680,14 +686,42 @@ func TestLockWaitsForShortHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { time.Sleep(attachWait + 500*time.Millisecond); first.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	second, err := Open(ctx, Config{DataDir: dir, Logger: quiet})
+	go func() { time.Sleep(LockWait / 2); first.Close() }()
+	second, err := Open(context.Background(), Config{DataDir: dir, Logger: quiet})
 	if err != nil {
-		t.Fatalf("waiting for a holder that lets go after %v: %v", attachWait+500*time.Millisecond, err)
+		t.Fatalf("waiting for a holder that lets go after %v: %v", LockWait/2, err)
 	}
 	second.Close()
+}
+
+// A serve that holds the directory but does not answer (stopped with SIGSTOP, say) makes an
+// open fail after LockWait too, not after its context's end.
+func TestLockStoppedServe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never speaks: a stopped process
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	if err := l.record(serveRecord{URL: "nats://" + silent.Addr().String(), Token: "t", PID: os.Getpid()}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = Open(ctx, Config{DataDir: dir, Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), "connecting to it at nats://"+silent.Addr().String()+" failed") {
+		t.Fatalf("open: %v", err)
+	}
+	if waited := time.Since(start); waited < LockWait || waited > LockWait+2*time.Second {
+		t.Fatalf("failed after %v, want LockWait (%v)", waited, LockWait)
+	}
 }
 
 // Release makes a message ready again without counting the delivery no program saw.
@@ -727,7 +761,8 @@ func TestDelayOfADay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if age := st.CachedInfo().Config.MaxAge; age < 24*time.Hour+p.cfg.Retention {
+	// No limit (0) or one beyond the delay and the retention: the schedule is never dropped.
+	if age := st.CachedInfo().Config.MaxAge; age != 0 && age < 24*time.Hour+p.cfg.Retention {
 		t.Errorf("stream MaxAge %v would drop the schedule before it is due and retained", age)
 	}
 }

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,15 +26,40 @@ type dirLock struct {
 	recorded bool // serve.json was written by this process
 }
 
-// lockDataDir creates dir if needed and locks it. A serve record left by a holder that has
-// gone (killed, say) is stale once the lock is free, and is removed.
+// errUnsafe marks a data directory, LOCK or serve.json that another user owns or may write.
+var errUnsafe = errors.New("not private to this user")
+
+// unsafeError is why a data directory cannot be trusted (see private).
+type unsafeError struct{ err error }
+
+func (e *unsafeError) Error() string        { return e.err.Error() }
+func (e *unsafeError) Is(target error) bool { return target == errUnsafe }
+
+// lockDataDir creates dir (mode 0700) if needed and locks it. The directory and its LOCK must
+// be private to this user (see private). A serve record left by a holder that has gone
+// (killed, say) is stale once the lock is free, and is removed.
 func lockDataDir(dir string) (*dirLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o600)
+	info, err := os.Stat(dir)
 	if err != nil {
 		return nil, err
+	}
+	if err := private(dir, info); err != nil {
+		return nil, &unsafeError{err}
+	}
+	path := filepath.Join(dir, lockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|noFollow, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if info, err := f.Stat(); err != nil {
+		f.Close()
+		return nil, err
+	} else if err := private(path, info); err != nil {
+		f.Close()
+		return nil, &unsafeError{err}
 	}
 	if err := tryLock(f); err != nil {
 		f.Close()
@@ -53,14 +79,24 @@ type serveRecord struct {
 	PID   int    `json:"pid"`
 }
 
-// record writes the serve record atomically (temporary file, then rename), readable only by
-// the owner since the token grants full access.
+// record writes the serve record atomically, readable only by the owner since the token
+// grants full access.
 func (l *dirLock) record(r serveRecord) error {
-	b, err := json.Marshal(r)
+	if err := writeJSON(l.dir, serveFileName, r); err != nil {
+		return err
+	}
+	l.recorded = true
+	return nil
+}
+
+// writeJSON writes v to name in dir atomically (a temporary file, then a rename), readable by
+// its owner only.
+func writeJSON(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(l.dir, serveFileName+".*")
+	tmp, err := os.CreateTemp(dir, name+".*")
 	if err != nil {
 		return err
 	}
@@ -69,18 +105,14 @@ func (l *dirLock) record(r serveRecord) error {
 		tmp.Close()
 		return err
 	}
-	if _, err := tmp.Write(b); err != nil {
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
 		tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(l.dir, serveFileName)); err != nil {
-		return err
-	}
-	l.recorded = true
-	return nil
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
 // release removes the serve record, then drops the lock.
@@ -91,10 +123,24 @@ func (l *dirLock) release() error {
 	return l.f.Close()
 }
 
-// readServeRecord reads the record of the engine serving dir.
+// readServeRecord reads the record of the engine serving dir, which must be private to this
+// user (see private): a record another user could write would hand them the commands' messages.
 func readServeRecord(dir string) (serveRecord, error) {
 	var r serveRecord
-	b, err := os.ReadFile(filepath.Join(dir, serveFileName))
+	path := filepath.Join(dir, serveFileName)
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return r, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return r, err
+	}
+	if err := private(path, info); err != nil {
+		return r, &unsafeError{err}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	if err != nil {
 		return r, err
 	}

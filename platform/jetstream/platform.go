@@ -34,12 +34,16 @@ func streamName(queue string) string      { return streamPrefix + queue }
 func readySubject(queue string) string    { return subjectPrefix + queue + ".m" }
 func scheduleSubject(queue string) string { return subjectPrefix + queue + ".s." + nuid.Next() }
 
-// How long Open waits for a locked data directory's holder to record where it serves (it may
-// be starting), and for the embedded server to start.
-const (
-	attachWait = 2 * time.Second
-	startWait  = 10 * time.Second
-)
+// LockWait is how long Open waits for a data directory that another process holds: for a
+// holder that does not serve (often another short-lived command) to let it go, or for a
+// serving holder to answer. It is the same for every command, whatever its context allows.
+const LockWait = 5 * time.Second
+
+// startWait is how long Open waits for the embedded server to start.
+const startWait = 10 * time.Second
+
+// attachTimeout bounds one attempt to connect to a serving holder.
+const attachTimeout = time.Second
 
 // Platform is the JetStream platform: the embedded engine, a client of another process's
 // embedded engine, or a client of a NATS cluster. It implements platform.Platform.
@@ -56,6 +60,9 @@ type Platform struct {
 	queues    map[string]*queue
 	consumers map[*consumer]struct{}
 	closed    bool
+
+	stopSweep func() // ends the retention sweep of a serving process, and waits for it
+	unloaded  unloaded
 }
 
 var (
@@ -72,6 +79,7 @@ var (
 // it (it is often another short-lived command) and then fails with an error naming the
 // directory.
 func Open(ctx context.Context, cfg Config) (*Platform, error) {
+	serving := cfg.Serve // a cluster's Config.Serve is cleared, but its serve sweeps too
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -91,6 +99,18 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		p.shutdown()
 		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if p.srv != nil {
+		if err := p.takeAccount(ctx); err != nil {
+			p.shutdown()
+			return nil, fmt.Errorf("jetstream: taking account of %s: %w", cfg.DataDir, err)
+		}
+	}
+	if serving {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); p.sweep(ctx) }()
+		p.stopSweep = func() { cancel(); <-done }
 	}
 	return p, nil
 }
@@ -138,26 +158,29 @@ func (p *Platform) connectCluster() error {
 func (p *Platform) openEmbedded(ctx context.Context) error {
 	dir := p.cfg.DataDir
 	// A holder that does not serve is often another short-lived command (parallel sends):
-	// wait for it as long as ctx allows, keeping a second to report why before ctx ends.
-	deadline := time.Now().Add(attachWait)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-time.Second).After(deadline) {
-		deadline = dl.Add(-time.Second)
-	}
+	// wait LockWait for it, or less if ctx ends sooner.
 	waitFrom := time.Now()
+	deadline := waitFrom.Add(LockWait)
 	for {
 		l, err := lockDataDir(dir)
 		if err == nil {
 			return p.startEmbedded(l)
 		}
+		if errors.Is(err, errUnsafe) {
+			return unsafeDataDir(err)
+		}
 		if !errors.Is(err, errLocked) {
 			return fmt.Errorf("jetstream: lock data directory %s: %w", dir, err)
 		}
 		rec, rerr := readServeRecord(dir)
+		if errors.Is(rerr, errUnsafe) {
+			return unsafeDataDir(rerr)
+		}
 		if rerr == nil && p.cfg.Serve {
 			return fmt.Errorf("jetstream: data directory %s is in use by another duilie serve; stop it first", dir)
 		}
 		if rerr == nil {
-			if err = p.attach(rec); err == nil {
+			if err = p.attach(rec, min(attachTimeout, time.Until(deadline))); err == nil {
 				return nil
 			}
 		}
@@ -176,10 +199,17 @@ func (p *Platform) openEmbedded(ctx context.Context) error {
 	}
 }
 
-// attach connects to the engine another process serves on the data directory.
-func (p *Platform) attach(rec serveRecord) error {
+// unsafeDataDir is the error of a data directory that another user could capture: a mistake
+// of the DataDir setting (platform.FieldError), so the configuration reader names the key.
+func unsafeDataDir(err error) error {
+	return fmt.Errorf("jetstream: %w", &platform.FieldError{Field: "DataDir", Rule: err.Error()})
+}
+
+// attach connects to the engine another process serves on the data directory, giving up after
+// timeout.
+func (p *Platform) attach(rec serveRecord, timeout time.Duration) error {
 	nc, err := nats.Connect(rec.URL, nats.Token(rec.Token), nats.Name("duilie-local"),
-		nats.MaxReconnects(0), nats.Timeout(time.Second), nats.ErrorHandler(p.asyncError))
+		nats.MaxReconnects(0), nats.Timeout(max(timeout, 10*time.Millisecond)), nats.ErrorHandler(p.asyncError))
 	if err != nil {
 		return err
 	}
@@ -213,7 +243,7 @@ func (p *Platform) startEmbedded(l *dirLock) error {
 		l.release()
 		return fmt.Errorf("jetstream: embedded engine: %w", err)
 	}
-	srv.SetLogger(serverLogger{p.log}, false, false)
+	srv.SetLogger(serverLogger{p.log, &p.unloaded}, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(startWait) {
 		srv.Shutdown()
@@ -267,6 +297,15 @@ func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
 	if ok {
 		return q, nil
 	}
+	d, err := p.localDamage()
+	if err != nil {
+		return nil, err
+	}
+	if why := d.unloadable(name); why != "" {
+		// Creating the queue anew would write a fresh stream over its stored messages.
+		return nil, platform.Permanent(fmt.Errorf("jetstream: queue %s: its stored messages cannot be loaded (%s); duilie will not create it anew over them: restore its files, or move its directory aside, then delete %s",
+			name, why, filepath.Join(p.cfg.DataDir, lostFileName)))
+	}
 	if _, err := p.js.CreateOrUpdateStream(ctx, p.streamConfig(name)); err != nil {
 		return nil, fmt.Errorf("jetstream: create queue %s: %w", name, err)
 	}
@@ -282,8 +321,9 @@ func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
 
 // streamConfig is the stream of one queue: ready messages on duilie.<q>.m, one schedule
 // subject per delayed message under duilie.<q>.s., work-queue retention so that an ack removes
-// a message. Expiry is per message (Nats-TTL = retention); MaxAge only backstops messages of
-// foreign producers, and exceeds every TTL duilie sets.
+// a message. Nothing expires by itself: a serving process removes messages past their
+// retention, and counts them (see expire). (Message TTLs stay allowed: streams made by earlier
+// versions have them on, and it cannot be turned off.)
 func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               streamName(name),
@@ -293,7 +333,6 @@ func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
 		Storage:            jetstream.FileStorage,
 		Replicas:           p.cfg.Replicas,
 		Discard:            jetstream.DiscardOld,
-		MaxAge:             p.cfg.Retention + maxDelay + time.Hour,
 		AllowMsgTTL:        true,
 		AllowMsgSchedules:  true,
 		AllowAtomicPublish: true,
@@ -302,10 +341,6 @@ func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
 		Duplicates:         2 * time.Minute,
 	}
 }
-
-// maxDelay is the longest send or retry delay a queue stores: the interface's own functions
-// allow 43200 s, Cloudflare's REST API served by duilie 86400 s (SPEC §14.5).
-const maxDelay = 24 * time.Hour
 
 // Consume starts delivering the named queue's messages, creating the queue if it is missing.
 // All Consumers of a queue, in this process or others on the same cluster, share one durable
@@ -339,6 +374,40 @@ func (p *Platform) forget(c *consumer) {
 // come from two snapshots (the stream's, then its consumer's) taken a moment apart, so under
 // load they are approximate; see the package documentation.
 func (p *Platform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
+	names, err := p.queueNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := p.localDamage()
+	if err != nil {
+		return nil, err
+	}
+	for q := range d {
+		if d.unloadable(q) != "" && !slices.Contains(names, q) {
+			names = append(names, q)
+		}
+	}
+	slices.Sort(names)
+	stats := make([]platform.QueueStats, 0, len(names))
+	for _, name := range names {
+		s := platform.QueueStats{Queue: name}
+		if d.unloadable(name) == "" {
+			s, err = p.queueStats(ctx, name)
+			switch {
+			case errors.Is(err, jetstream.ErrStreamNotFound):
+				continue // deleted meanwhile
+			case err != nil:
+				s = platform.QueueStats{Queue: name, Damage: "its stream cannot be read: " + err.Error()}
+			}
+		}
+		d.stats(&s)
+		stats = append(stats, s)
+	}
+	return stats, nil
+}
+
+// queueNames lists the duilie queues on the engine or cluster, sorted.
+func (p *Platform) queueNames(ctx context.Context) ([]string, error) {
 	var names []string
 	lister := p.js.StreamNames(ctx, jetstream.WithStreamListSubject(subjectPrefix+">"))
 	for n := range lister.Name() {
@@ -350,18 +419,7 @@ func (p *Platform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
 		return nil, fmt.Errorf("jetstream: list queues: %w", err)
 	}
 	slices.Sort(names)
-	stats := make([]platform.QueueStats, 0, len(names))
-	for _, name := range names {
-		s, err := p.queueStats(ctx, name)
-		if err != nil {
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				continue // deleted meanwhile
-			}
-			return nil, fmt.Errorf("jetstream: stats of queue %s: %w", name, err)
-		}
-		stats = append(stats, s)
-	}
-	return stats, nil
+	return names, nil
 }
 
 func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueStats, error) {
@@ -375,7 +433,8 @@ func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueS
 	if err != nil {
 		return s, err
 	}
-	ready := int64(info.State.Subjects[readySubject(name)])
+	// The subject's count can outlive messages a damaged store lost: never more than there are.
+	ready := min(int64(info.State.Subjects[readySubject(name)]), int64(info.State.Msgs))
 	s.Delayed = max(int64(info.State.Msgs)-ready, 0) // schedule messages: pending sends and retries
 	if ci, err := st.Consumer(ctx, consumerName); err == nil {
 		s.InFlight = int64(ci.CachedInfo().NumAckPending)
@@ -385,6 +444,11 @@ func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueS
 	}
 	// Delivered messages stay in a work-queue stream until they are acked.
 	s.Ready = max(ready-s.InFlight, 0)
+	if f, ok := engineReport(info.State.Lost, time.Now().UTC().Truncate(time.Second)); ok && p.cfg.URL != "" {
+		// A cluster's servers report their losses here (the embedded engine's are accounted
+		// for at open, in lost.json).
+		damage{name: {f}}.stats(&s)
+	}
 	return s, nil
 }
 
@@ -404,6 +468,17 @@ func (p *Platform) Close() error {
 	p.mu.Unlock()
 	for _, c := range cs {
 		c.Close()
+	}
+	if p.stopSweep != nil {
+		p.stopSweep()
+	}
+	if p.srv != nil {
+		// Nothing of ours writes any more: the next open counts every message from here.
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		if err := p.writeState(ctx); err != nil {
+			p.log.Warn("jetstream: recording the queues' state at close; the next open cannot count losses", "err", err)
+		}
+		cancel()
 	}
 	return p.shutdown()
 }
@@ -437,15 +512,23 @@ func (p *Platform) shutdown() error {
 }
 
 // serverLogger passes the embedded server's log lines to slog. Its notices (startup banner,
-// stream recovery) are routine, so they go to debug level.
-type serverLogger struct{ log *slog.Logger }
+// stream recovery) are routine, so they go to debug level. Its warnings about a stream it did
+// not load explain that queue's damage.
+type serverLogger struct {
+	log      *slog.Logger
+	unloaded *unloaded
+}
 
 func (l serverLogger) Noticef(format string, v ...any) {
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
 		l.log.Debug(fmt.Sprintf(format, v...))
 	}
 }
-func (l serverLogger) Warnf(format string, v ...any)  { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Warnf(format string, v ...any) {
+	line := fmt.Sprintf(format, v...)
+	l.unloaded.heard(line)
+	l.log.Warn(line)
+}
 func (l serverLogger) Fatalf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
 func (l serverLogger) Errorf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
 func (l serverLogger) Debugf(format string, v ...any) {}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -34,11 +33,9 @@ const scheduleLead = 150 * time.Millisecond
 
 // JetStream's headers that duilie sets.
 const (
-	hdrTTL            = "Nats-TTL"
 	hdrMsgID          = "Nats-Msg-Id"
 	hdrSchedule       = "Nats-Schedule"
 	hdrScheduleTarget = "Nats-Schedule-Target"
-	hdrScheduleTTL    = "Nats-Schedule-TTL"
 	hdrBatchID        = "Nats-Batch-Id"
 	hdrBatchSeq       = "Nats-Batch-Sequence"
 	hdrBatchCommit    = "Nats-Batch-Commit"
@@ -50,6 +47,21 @@ const scheduleLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // requestTimeout bounds a request whose context has no deadline.
 const requestTimeout = 10 * time.Second
+
+// publishWait bounds the wait for JetStream to acknowledge a send or a batch, whatever the
+// caller's deadline: an engine that stopped answering (out of space, it shuts JetStream down)
+// is the platform's failure, reported as such, not a wait until the event's time limit.
+const publishWait = 5 * time.Second
+
+// DiskReserve is the space the embedded engine keeps free on its data directory's file
+// system: a send or a batch that would leave less is refused before anything of it is written
+// (the engine, run out of space in the middle of a batch, would store part of it), and what
+// is left serves settling the messages there are (acks, retries, dead letters).
+const DiskReserve = 16 << 20
+
+// perMessage is what a stored message takes beyond its body: duilie's and JetStream's headers,
+// the record's framing, its index entries.
+const perMessage = 1 << 10
 
 // maxBatchesInFlight keeps this process under JetStream's limit of 50 atomic batches in flight
 // per stream.
@@ -64,18 +76,13 @@ type queue struct {
 	p       *Platform
 	name    string
 	ready   string
-	ttl     string // retention in seconds, the Nats-TTL of a ready message
 	batches chan struct{}
 }
 
 var _ platform.Queue = (*queue)(nil)
 
 func newQueue(p *Platform, name string) *queue {
-	return &queue{
-		p: p, name: name, ready: readySubject(name),
-		ttl:     strconv.FormatInt(int64(math.Ceil(p.cfg.Retention.Seconds())), 10),
-		batches: make(chan struct{}, maxBatchesInFlight),
-	}
+	return &queue{p: p, name: name, ready: readySubject(name), batches: make(chan struct{}, maxBatchesInFlight)}
 }
 
 // envelope is what identifies a message across stream messages: a send, a delayed retry and a
@@ -103,7 +110,6 @@ func (q *queue) message(e envelope, body []byte, delay time.Duration) *nats.Msg 
 	m := &nats.Msg{Header: h, Data: body}
 	if delay <= 0 {
 		m.Subject = q.ready
-		h[hdrTTL] = []string{q.ttl}
 		return m
 	}
 	// Rounded up to the millisecond the header carries, so it is never early.
@@ -117,22 +123,43 @@ func (q *queue) message(e envelope, body []byte, delay time.Duration) *nats.Msg 
 	h[hdrDue] = []string{strconv.FormatInt(due.UnixMilli(), 10)}
 	h[hdrSchedule] = []string{"@at " + at.UTC().Format(scheduleLayout)}
 	h[hdrScheduleTarget] = []string{q.ready}
-	// The schedule outlives the stream's MaxAge if it must, and its fired message gets the
-	// queue's retention from the due time on.
-	h[hdrTTL] = []string{strconv.FormatInt(int64(math.Ceil((delay + q.p.cfg.Retention).Seconds())), 10)}
-	h[hdrScheduleTTL] = []string{q.ttl}
 	return m
 }
 
 // Send enqueues one message and returns once JetStream has stored it.
 func (q *queue) Send(ctx context.Context, body []byte, opts platform.SendOptions) error {
+	if err := q.p.roomFor(int64(len(body)) + perMessage); err != nil {
+		return fmt.Errorf("jetstream: send to queue %s: %w", q.name, err)
+	}
 	m := q.message(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli(), ctype: opts.ContentType},
 		body, time.Duration(opts.DelaySeconds)*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, publishWait)
+	defer cancel()
 	if _, err := q.p.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("jetstream: send to queue %s: %w", q.name, err)
 	}
 	return nil
 }
+
+// roomFor refuses to write need more bytes to a store on this machine (the embedded engine,
+// or the one a local serve runs) when its file system would be left with less than
+// DiskReserve free. A cluster's servers mind their own disks.
+func (p *Platform) roomFor(need int64) error {
+	if p.cfg.URL != "" {
+		return nil
+	}
+	free, err := freeBytes(p.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("the space left on the data directory's file system is unknown: %w", err)
+	}
+	if free-need < DiskReserve {
+		return fmt.Errorf("the data directory's file system has %s free; duilie keeps %s free to settle the messages it holds, so it stores no more until space is freed (nothing of this was stored)",
+			mib(free), mib(DiskReserve))
+	}
+	return nil
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // SendBatch enqueues the items in order, all or nothing, through JetStream's atomic batch
 // publish: the server stages the messages and stores them only when the last one commits the
@@ -146,6 +173,13 @@ func (q *queue) SendBatch(ctx context.Context, items []platform.BatchItem) error
 		return nil
 	case 1:
 		return q.Send(ctx, items[0].Body, platform.SendOptions{ContentType: items[0].ContentType, DelaySeconds: items[0].DelaySeconds})
+	}
+	need := int64(0)
+	for _, it := range items {
+		need += int64(len(it.Body)) + perMessage
+	}
+	if err := q.p.roomFor(2 * need); err != nil { // staged, then stored
+		return fmt.Errorf("jetstream: send batch to queue %s: %w", q.name, err)
 	}
 	now := time.Now().UnixMilli()
 	msgs := make([]*nats.Msg, len(items))
@@ -173,12 +207,9 @@ type pubResponse struct {
 	Count  int    `json:"count"`
 }
 
-func (q *queue) publishAtomic(ctx context.Context, msgs []*nats.Msg) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
-	}
+func (q *queue) publishAtomic(parent context.Context, msgs []*nats.Msg) error {
+	ctx, cancel := context.WithTimeout(parent, publishWait)
+	defer cancel()
 	select {
 	case q.batches <- struct{}{}:
 		defer func() { <-q.batches }()
@@ -214,6 +245,9 @@ func (q *queue) publishAtomic(ctx context.Context, msgs []*nats.Msg) error {
 		if err != nil {
 			if first != nil {
 				return first
+			}
+			if parent.Err() == nil && ctx.Err() != nil {
+				err = fmt.Errorf("none within %v", publishWait)
 			}
 			return fmt.Errorf("no acknowledgement of the batch (it may or may not have been stored): %w", err)
 		}

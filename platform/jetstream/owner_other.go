@@ -1,0 +1,10 @@
+//go:build !unix
+
+package jetstream
+
+import "os"
+
+// private accepts every file: without Unix owners and modes there is nothing to check.
+func private(path string, info os.FileInfo) error { return nil }
+
+const noFollow = 0
