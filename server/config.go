@@ -97,10 +97,13 @@ func ParseConfig(file, dir string, text []byte) (*Config, error) {
 // checker walks the decoded TOML in a fixed order (the order of SPEC §13's example) and
 // collects every mistake.
 type checker struct {
-	file     string
-	dir      string
-	ns       string // where duilie's own tables are: "" in duilie.toml, "duilie." in a wrangler file
-	mistakes []string
+	file string
+	dir  string
+	ns   string // where duilie's own tables are: "" in duilie.toml, "duilie." in a wrangler file
+	// pullTables names the table of each http_pull consumer read from a wrangler file
+	// (queues.consumers[i]); nil: [cloudflare_api] pull_consumers[i].
+	pullTables []string
+	mistakes   []string
 }
 
 // bad records a mistake about key holding v.
@@ -357,20 +360,39 @@ func (c *checker) consumers(cfg *Config, v any) {
 // attempts starting again at 1 at every hop. tables[i] is the index of consumers[i]'s table in
 // the file (nil: the same as i). Each cycle is named once, at its first consumer.
 func (c *checker) deadLetterCycles(consumers []host.ConsumerConfig, tables []int) {
-	index := map[string]int{}
+	links := make([]deadLetterLink, len(consumers))
 	for i, cc := range consumers {
-		index[cc.Queue] = i
+		table := i
+		if tables != nil {
+			table = tables[i]
+		}
+		links[i] = deadLetterLink{cc.Queue, cc.DeadLetterQueue, fmt.Sprintf("queues.consumers[%d]", table)}
+	}
+	c.cycles(links, len(links))
+}
+
+// deadLetterLink is one consumer's queue, its dead-letter queue and the table that sets it.
+type deadLetterLink struct{ queue, deadLetterQueue, table string }
+
+// cycles records a mistake for every dead-letter cycle through one of links[:first], named
+// once, at the first of its links.
+func (c *checker) cycles(links []deadLetterLink, first int) {
+	index := map[string]int{}
+	for i, l := range links {
+		if _, dup := index[l.queue]; !dup {
+			index[l.queue] = i
+		}
 	}
 	reported := map[int]bool{}
-	for start, cc := range consumers {
-		if cc.DeadLetterQueue == cc.Queue {
+	for start := range first {
+		if links[start].deadLetterQueue == links[start].queue {
 			continue // a mistake of its own (ConsumerConfig.Validate)
 		}
 		// Follow the dead-letter queues from start until they end, or come back to a consumer
 		// seen on this walk.
 		var path []int
 		on := map[int]int{} // consumer → its position in path
-		for i, ok := start, true; ok; i, ok = index[consumers[i].DeadLetterQueue] {
+		for i, ok := start, true; ok; i, ok = index[links[i].deadLetterQueue] {
 			if at, seen := on[i]; seen {
 				cycle := path[at:]
 				if i != start || reported[slices.Min(cycle)] {
@@ -379,13 +401,9 @@ func (c *checker) deadLetterCycles(consumers []host.ConsumerConfig, tables []int
 				reported[slices.Min(cycle)] = true
 				names := make([]string, 0, len(cycle)+1)
 				for _, j := range cycle {
-					names = append(names, consumers[j].Queue)
+					names = append(names, links[j].queue)
 				}
-				table := start
-				if tables != nil {
-					table = tables[start]
-				}
-				c.bad(fmt.Sprintf("queues.consumers[%d].dead_letter_queue", table), consumers[start].DeadLetterQueue,
+				c.bad(links[start].table+".dead_letter_queue", links[start].deadLetterQueue,
 					"makes a dead-letter cycle "+strings.Join(append(names, names[0]), " → ")+"; a message failing in each would go round for ever")
 				break
 			}
@@ -536,6 +554,20 @@ func (c *checker) cloudflare(cfg *Config, t map[string]any, bad map[string]bool,
 		}
 		programs[pc.Queue] = true
 	}
+	// Dead-letter cycles through an http_pull consumer (those among program consumers alone
+	// are named with them): a message pulled and retried in each queue goes round as well.
+	var links []deadLetterLink
+	for i, pc := range api.PullConsumers {
+		table := c.ns + fmt.Sprintf("cloudflare_api.pull_consumers[%d]", i)
+		if i < len(c.pullTables) {
+			table = c.pullTables[i]
+		}
+		links = append(links, deadLetterLink{pc.Queue, pc.DeadLetterQueue, table})
+	}
+	for _, cc := range cfg.Consumers {
+		links = append(links, deadLetterLink{cc.Queue, cc.DeadLetterQueue, ""})
+	}
+	c.cycles(links, len(api.PullConsumers))
 	for _, q := range slices.Sorted(maps.Keys(cfg.DeliveryDelays)) {
 		if d := cfg.DeliveryDelays[q]; d < 0 || d > cfapi.MaxDelaySeconds {
 			c.bad("queues.producers.delivery_delay", int64(d), "must be 0–86400 (seconds), for queue "+q)

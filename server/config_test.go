@@ -209,6 +209,45 @@ dead_letter_queue = "a"
 			t.Errorf("%s: %v\nwant %s", tc.name, err, tc.want)
 		}
 	}
+	// In a wrangler file, through an http_pull consumer too, each table named as it is there.
+	for _, tc := range []struct{ name, toml, want string }{
+		{"workers", `
+[[queues.consumers]]
+queue = "p"
+type = "http_pull"
+[[queues.consumers]]
+queue = "a"
+dead_letter_queue = "b"
+[[queues.consumers]]
+queue = "b"
+dead_letter_queue = "a"
+`, `wrangler.toml: queues.consumers[1].dead_letter_queue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`},
+		{"pull and worker", `
+[[queues.consumers]]
+queue = "b"
+dead_letter_queue = "a"
+[[queues.consumers]]
+queue = "a"
+type = "http_pull"
+dead_letter_queue = "b"
+`, `wrangler.toml: queues.consumers[1].dead_letter_queue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`},
+		{"pulls", `
+[[queues.consumers]]
+queue = "x"
+type = "http_pull"
+dead_letter_queue = "y"
+[[queues.consumers]]
+queue = "y"
+type = "http_pull"
+dead_letter_queue = "x"
+`, `wrangler.toml: queues.consumers[0].dead_letter_queue = "y": makes a dead-letter cycle x → y → x; a message failing in each would go round for ever`},
+	} {
+		text := tc.toml + "[duilie.app]\ncommand = [\"true\"]\n[duilie.cloudflare_api]\nlisten = \"127.0.0.1:0\"\naccount_id = \"a\"\ntoken_env = \"T\"\n"
+		_, err := parseWrangler("wrangler.toml", "/", []byte(text))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("wrangler, %s: %v\nwant %s", tc.name, err, tc.want)
+		}
+	}
 	// A chain that ends is fine, and so is a dead-letter queue nobody consumes.
 	ok := "[[queues.consumers]]\nqueue = \"a\"\ndead_letter_queue = \"b\"\n[[queues.consumers]]\nqueue = \"b\"\ndead_letter_queue = \"c\"\n"
 	if _, err := ParseConfig("duilie.toml", "/", []byte(ok)); err != nil {
@@ -220,5 +259,13 @@ dead_letter_queue = "a"
 	_, err := New(Config{Consumers: []host.ConsumerConfig{a, b}, Program: &Program{Queue: func(*host.Event) error { return nil }}, Platform: &memory.Config{}})
 	if want := `queues.consumers[0].dead_letter_queue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`; err == nil || err.Error() != want {
 		t.Errorf("New: %v\nwant %s", err, want)
+	}
+	pull := DefaultPullConsumer("b")
+	pull.DeadLetterQueue = "a"
+	a.DeadLetterQueue = "b"
+	_, err = New(Config{Consumers: []host.ConsumerConfig{a}, Program: &Program{Queue: func(*host.Event) error { return nil }}, Platform: &memory.Config{},
+		CloudflareAPI: CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "a", Token: "t", PullConsumers: []PullConsumer{pull}}})
+	if want := `cloudflare_api.pull_consumers[0].dead_letter_queue = "a": makes a dead-letter cycle b → a → b; a message failing in each would go round for ever`; err == nil || err.Error() != want {
+		t.Errorf("New, through a pull consumer: %v\nwant %s", err, want)
 	}
 }

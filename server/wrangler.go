@@ -125,6 +125,7 @@ func (c *checker) wrangler(raw map[string]any) *Config {
 
 	// Consumers: a program's (type "worker", or none) or pulled over the API (type "http_pull").
 	first := map[string]int{}
+	var workers []int // the table of each consumer in cfg.Consumers
 	for i, t := range c.tables("queues.consumers", queues["consumers"]) {
 		table := fmt.Sprintf("queues.consumers[%d]", i)
 		switch kind, present := t["type"]; {
@@ -137,6 +138,7 @@ func (c *checker) wrangler(raw map[string]any) *Config {
 			c.invalid(table, pt, pc, pc.Validate(), bad)
 			if c.firstConsumer(table, pc.Queue, i, first) && pc.Validate() == nil {
 				cfg.CloudflareAPI.PullConsumers = append(cfg.CloudflareAPI.PullConsumers, pc)
+				c.pullTables = append(c.pullTables, table)
 			}
 		case !present || kind == "worker":
 			if _, ok := t["visibility_timeout_ms"]; ok {
@@ -145,11 +147,15 @@ func (c *checker) wrangler(raw map[string]any) *Config {
 			wt := clone(t)
 			delete(wt, "type")
 			delete(wt, "visibility_timeout_ms")
-			c.consumer(cfg, i, wt, first)
+			if c.consumer(cfg, i, wt, first) {
+				workers = append(workers, i)
+			}
 		default:
 			c.bad(table+".type", kind, `must be "worker" (the default: duilie's program consumes the queue) or "http_pull"`)
 		}
 	}
+
+	c.deadLetterCycles(cfg.Consumers, workers)
 
 	// duilie's own tables; the permissions default to every producer's binding.
 	if _, present := duilie["permissions"]; present {
