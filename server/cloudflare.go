@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"slices"
 	"time"
 
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/cfapi"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
@@ -221,23 +220,16 @@ func (s *Server) startCloudflareAPI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cloudflare api: %w", err)
 	}
-	ln, err := net.Listen("tcp", c.Listen)
+	// Bounded like every listener: a slow, idle or flooding client cannot hold connections,
+	// and file descriptors the events need, for long.
+	bc := s.cfg.listenerBounds
+	bc.Addr, bc.Name, bc.Handler, bc.Logger = c.Listen, "Cloudflare's Queues API", api, s.log
+	srv, err := bounded.Listen(bc)
 	if err != nil {
 		api.Close()
 		return fmt.Errorf("listen for Cloudflare's Queues API on %s: %w", c.Listen, err)
 	}
-	s.api, s.apiAddr = api, ln.Addr().String()
-	// Bounded like any listener: a slow or idle client cannot hold a connection for long.
-	s.apiSrv = &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	go func() { _ = s.apiSrv.Serve(ln) }()
+	s.api, s.apiAddr, s.apiSrv = api, srv.Addr().String(), srv
 	attrs := []any{"url", "http://" + s.apiAddr + "/client/v4", "account_id", c.AccountID}
 	if host, _, _ := net.SplitHostPort(s.apiAddr); !isLoopback(host) {
 		s.log.Warn("Cloudflare's Queues API listens beyond this machine; every request needs the bearer token", attrs...)

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"regexp"
-	"time"
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/dashboard"
 	"github.com/duilie/duilie/platform"
 )
@@ -102,24 +101,21 @@ func (s *Server) newDashboard(token string) *dashboard.Dashboard {
 // gives way to a free loopback port.
 func (s *Server) serveDashboard(d *dashboard.Dashboard) error {
 	addr := s.cfg.Dashboard.Listen
-	ln, err := net.Listen("tcp", addr)
+	// Bounded like every listener: a slow, idle or flooding client cannot hold connections,
+	// and file descriptors the events need, for long.
+	bc := s.cfg.listenerBounds
+	bc.Addr, bc.Name, bc.Handler, bc.Logger = addr, "the dashboard", d, s.log
+	srv, err := bounded.Listen(bc)
 	if err != nil && addr == DefaultDashboardListen {
 		s.log.Warn("the dashboard's default address is taken; using a free loopback port", "address", addr, "err", err)
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		bc.Addr = "127.0.0.1:0"
+		srv, err = bounded.Listen(bc)
 	}
 	if err != nil {
 		return fmt.Errorf("listen for the dashboard on %s: %w", addr, err)
 	}
-	s.dashAddr = ln.Addr().String()
-	s.dashSrv = &http.Server{
-		Handler:           d,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		WriteTimeout:      time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
-	go func() { _ = s.dashSrv.Serve(ln) }()
+	s.dashAddr = srv.Addr().String()
+	s.dashSrv = srv
 	s.log.Info("dashboard", "url", "http://"+s.dashAddr+"/", "metrics", "http://"+s.dashAddr+"/metrics")
 	return nil
 }

@@ -143,8 +143,9 @@ type Config struct {
 	// current directory.
 	Dir string
 
-	// listenerBounds are the fetch listener's timeouts and connection cap; zero values are
-	// package bounded's defaults. Only tests shorten them.
+	// listenerBounds are the timeouts and connection cap of every listener (fetch events, the
+	// dashboard, Cloudflare's API); zero values are package bounded's defaults. Only tests
+	// shorten them.
 	listenerBounds bounded.Config
 }
 
@@ -164,10 +165,10 @@ type Server struct {
 	run      runner
 	httpSrv  *bounded.Server
 	addr     string // the fetch listener's address, "" for none
-	dashSrv  *http.Server
+	dashSrv  *bounded.Server
 	dashAddr string // the dashboard's address, "" for none
 	api      *cfapi.API
-	apiSrv   *http.Server
+	apiSrv   *bounded.Server
 	apiAddr  string // the Cloudflare API's address, "" for none
 
 	consumeCtx    context.Context

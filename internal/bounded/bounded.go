@@ -1,8 +1,8 @@
 // Package bounded serves HTTP with every resource a client can hold bounded: how long it may
 // take to send a request's headers and body, how long a response may stall, how long an idle
 // connection stays open, how many connections are open at once, and how many requests run at
-// once. It is the one way duilie listens for HTTP: the fetch listener of duilie serve and the
-// bridge use it, and so will the dashboard and the Cloudflare REST API.
+// once. It is the one way duilie listens for HTTP: the fetch listener of duilie serve, the
+// bridge, the dashboard and Cloudflare's REST API use it.
 //
 //	srv, err := bounded.Listen(bounded.Config{Addr: "127.0.0.1:8787", Name: "fetch events", Handler: h, Logger: log})
 //	…
