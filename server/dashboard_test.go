@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -381,4 +382,68 @@ func bearer(token string) string {
 		return ""
 	}
 	return "Bearer " + token
+}
+
+// Two servers on the default dashboard address: the second finds it taken, takes a free
+// loopback port instead and logs both, so two serves on one machine both start.
+func TestDashboardDefaultTaken(t *testing.T) { // not parallel: it takes the default address
+	start := func(log *logBuffer) *Server {
+		t.Helper()
+		srv, err := New(Config{Platform: &memory.Config{}, Dashboard: DefaultDashboard(),
+			Logger: slog.New(slog.NewTextHandler(log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Start(context.Background()); err != nil {
+			t.Fatalf("start with the default dashboard address: %v", err)
+		}
+		t.Cleanup(func() { srv.Shutdown(context.Background()) })
+		return srv
+	}
+	var log1, log2 logBuffer
+	first := start(&log1)
+	second := start(&log2)
+	a1, a2 := first.DashboardAddr(), second.DashboardAddr()
+	host, _, _ := strings.Cut(a2, ":")
+	if a1 == "" || a2 == "" || a1 == a2 || host != "127.0.0.1" || a2 == DefaultDashboardListen {
+		t.Fatalf("dashboards on %q and %q: want two loopback addresses, the second not the default", a1, a2)
+	}
+	logged := log2.String()
+	if !strings.Contains(logged, `msg="the dashboard's default address is taken; using a free loopback port" address=127.0.0.1:8789`) ||
+		!strings.Contains(logged, `msg=dashboard url=http://`+a2+`/`) {
+		t.Errorf("the second server logged:\n%s", logged)
+	}
+	// Both answer.
+	for _, a := range []string{a1, a2} {
+		if code, _ := request(t, "GET", "http://"+a+"/api/queues", ""); code != 200 {
+			t.Errorf("GET http://%s/api/queues: %d", a, code)
+		}
+	}
+	// An address the configuration names is not replaced: taken, the server does not start.
+	srv, err := New(Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: DashboardConfig{Listen: a2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err == nil {
+		srv.Shutdown(context.Background())
+		t.Errorf("a server started with its configured dashboard address %s taken", a2)
+	}
+}
+
+// logBuffer keeps a server's log, written and read from different goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
