@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -446,4 +448,51 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// An http_pull consumer's dead-letter queue is shown and replayed on the dashboard as a program
+// consumer's is: its queue's row names it with its count, and replay sends it back there.
+func TestDashboardPullConsumerDeadLetters(t *testing.T) {
+	t.Parallel()
+	pc := DefaultPullConsumer("audit")
+	pc.DeadLetterQueue = "audit-dlq"
+	srv, err := New(Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: DashboardConfig{Listen: "127.0.0.1:0"},
+		CloudflareAPI: CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "acc", Token: "t", PullConsumers: []PullConsumer{pc}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	dead, err := srv.Platform().Queue(ctx, "audit-dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Send(ctx, []byte(`{"n":1}`), platform.SendOptions{ContentType: platform.JSON}); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + srv.DashboardAddr()
+	code, body := request(t, "GET", url+"/api/queues", "")
+	var rows []struct {
+		Queue           string   `json:"queue"`
+		Ready           int      `json:"ready"`
+		DeadLetterQueue string   `json:"dead_letter_queue"`
+		DeadLetters     *int     `json:"dead_letters"`
+		Sources         []string `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(body), &rows); code != 200 || err != nil || len(rows) != 2 {
+		t.Fatalf("GET /api/queues: %d %s", code, body)
+	}
+	if r := rows[0]; r.Queue != "audit" || r.DeadLetterQueue != "audit-dlq" || r.DeadLetters == nil || *r.DeadLetters != 1 {
+		t.Errorf("audit's row %+v, want its dead-letter queue audit-dlq with 1 message", r)
+	}
+	if r := rows[1]; r.Queue != "audit-dlq" || !slices.Equal(r.Sources, []string{"audit"}) {
+		t.Errorf("audit-dlq's row %+v, want audit as its source", r)
+	}
+	code, body = request(t, "POST", url+"/api/queues/audit-dlq/replay", `{}`, "Content-Type", "application/json")
+	if code != 200 || body != `{"replayed":1,"to":"audit"}`+"\n" {
+		t.Errorf("replay: %d %s", code, body)
+	}
 }
