@@ -37,6 +37,25 @@ type CloudflareAPI struct {
 	PullConsumers []PullConsumer
 }
 
+// DeadLetterQueues maps each queue whose configured consumer names a dead-letter queue to that
+// queue: the program consumers' ([[queues.consumers]]) and the http_pull consumers'
+// ([cloudflare_api], or wrangler's type = "http_pull") alike, as duilie queues, replay and the
+// dashboard show them. A queue has one consumer at most.
+func (c *Config) DeadLetterQueues() map[string]string {
+	out := map[string]string{}
+	for _, cc := range c.Consumers {
+		if cc.DeadLetterQueue != "" {
+			out[cc.Queue] = cc.DeadLetterQueue
+		}
+	}
+	for _, pc := range c.CloudflareAPI.PullConsumers {
+		if pc.DeadLetterQueue != "" {
+			out[pc.Queue] = pc.DeadLetterQueue
+		}
+	}
+	return out
+}
+
 // PullConsumer is an http_pull consumer's settings, named as wrangler names them. Start from
 // DefaultPullConsumer: several zero values are meaningful.
 type PullConsumer struct {

@@ -81,11 +81,12 @@ func (s *Server) newDashboard(token string) *dashboard.Dashboard {
 		return nil
 	}
 	return dashboard.New(dashboard.Options{
-		Platform:  s.p,
-		Consumers: cfg.Consumers,
-		Bindings:  cfg.Bindings,
-		Token:     token,
-		Logger:    s.log,
+		Platform:         s.p,
+		Consumers:        cfg.Consumers,
+		DeadLetterQueues: cfg.DeadLetterQueues(),
+		Bindings:         cfg.Bindings,
+		Token:            token,
+		Logger:           s.log,
 		Send: func(ctx context.Context, binding, body string, delay int) error {
 			var sendErr error
 			failure := s.Do(ctx, func(ev *host.Event) error {

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -381,4 +384,115 @@ func bearer(token string) string {
 		return ""
 	}
 	return "Bearer " + token
+}
+
+// Two servers on the default dashboard address: the second finds it taken, takes a free
+// loopback port instead and logs both, so two serves on one machine both start.
+func TestDashboardDefaultTaken(t *testing.T) { // not parallel: it takes the default address
+	start := func(log *logBuffer) *Server {
+		t.Helper()
+		srv, err := New(Config{Platform: &memory.Config{}, Dashboard: DefaultDashboard(),
+			Logger: slog.New(slog.NewTextHandler(log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Start(context.Background()); err != nil {
+			t.Fatalf("start with the default dashboard address: %v", err)
+		}
+		t.Cleanup(func() { srv.Shutdown(context.Background()) })
+		return srv
+	}
+	var log1, log2 logBuffer
+	first := start(&log1)
+	second := start(&log2)
+	a1, a2 := first.DashboardAddr(), second.DashboardAddr()
+	host, _, _ := strings.Cut(a2, ":")
+	if a1 == "" || a2 == "" || a1 == a2 || host != "127.0.0.1" || a2 == DefaultDashboardListen {
+		t.Fatalf("dashboards on %q and %q: want two loopback addresses, the second not the default", a1, a2)
+	}
+	logged := log2.String()
+	if !strings.Contains(logged, `msg="the dashboard's default address is taken; using a free loopback port" address=127.0.0.1:8789`) ||
+		!strings.Contains(logged, `msg=dashboard url=http://`+a2+`/`) {
+		t.Errorf("the second server logged:\n%s", logged)
+	}
+	// Both answer.
+	for _, a := range []string{a1, a2} {
+		if code, _ := request(t, "GET", "http://"+a+"/api/queues", ""); code != 200 {
+			t.Errorf("GET http://%s/api/queues: %d", a, code)
+		}
+	}
+	// An address the configuration names is not replaced: taken, the server does not start.
+	srv, err := New(Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: DashboardConfig{Listen: a2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err == nil {
+		srv.Shutdown(context.Background())
+		t.Errorf("a server started with its configured dashboard address %s taken", a2)
+	}
+}
+
+// logBuffer keeps a server's log, written and read from different goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// An http_pull consumer's dead-letter queue is shown and replayed on the dashboard as a program
+// consumer's is: its queue's row names it with its count, and replay sends it back there.
+func TestDashboardPullConsumerDeadLetters(t *testing.T) {
+	t.Parallel()
+	pc := DefaultPullConsumer("audit")
+	pc.DeadLetterQueue = "audit-dlq"
+	srv, err := New(Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: DashboardConfig{Listen: "127.0.0.1:0"},
+		CloudflareAPI: CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "acc", Token: "t", PullConsumers: []PullConsumer{pc}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	dead, err := srv.Platform().Queue(ctx, "audit-dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Send(ctx, []byte(`{"n":1}`), platform.SendOptions{ContentType: platform.JSON}); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + srv.DashboardAddr()
+	code, body := request(t, "GET", url+"/api/queues", "")
+	var rows []struct {
+		Queue           string   `json:"queue"`
+		Ready           int      `json:"ready"`
+		DeadLetterQueue string   `json:"dead_letter_queue"`
+		DeadLetters     *int     `json:"dead_letters"`
+		Sources         []string `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(body), &rows); code != 200 || err != nil || len(rows) != 2 {
+		t.Fatalf("GET /api/queues: %d %s", code, body)
+	}
+	if r := rows[0]; r.Queue != "audit" || r.DeadLetterQueue != "audit-dlq" || r.DeadLetters == nil || *r.DeadLetters != 1 {
+		t.Errorf("audit's row %+v, want its dead-letter queue audit-dlq with 1 message", r)
+	}
+	if r := rows[1]; r.Queue != "audit-dlq" || !slices.Equal(r.Sources, []string{"audit"}) {
+		t.Errorf("audit-dlq's row %+v, want audit as its source", r)
+	}
+	code, body = request(t, "POST", url+"/api/queues/audit-dlq/replay", `{}`, "Content-Type", "application/json")
+	if code != 200 || body != `{"replayed":1,"to":"audit"}`+"\n" {
+		t.Errorf("replay: %d %s", code, body)
+	}
 }

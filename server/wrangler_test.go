@@ -30,9 +30,10 @@ func TestWranglerGolden(t *testing.T) {
 				t.Fatalf("%s is not taken for a wrangler file", f)
 			}
 			got := loaded(t, f, func(t *testing.T, cfg *Config) string {
-				dir, _ := filepath.Abs("../examples/wrangler")
+				example, _ := filepath.Abs("../examples/wrangler")
+				testdata, _ := filepath.Abs("testdata/wrangler")
 				dump := dumpConfig(t, cfg) + "ignored: " + strings.Join(cfg.ignored, ", ") + "\n"
-				return strings.ReplaceAll(dump, dir, "$EXAMPLE")
+				return strings.NewReplacer(example, "$EXAMPLE", testdata, "$TESTDATA").Replace(dump)
 			})
 			dumps[name] = got
 			golden(t, "wrangler/"+name+".golden", got)

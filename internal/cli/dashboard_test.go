@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -268,11 +270,78 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Delete from the page: the delayed message, selected, is gone.
+	later := peek(t, cfg, "jobs", "--state", "delayed")
+	if len(later) != 1 {
+		t.Fatalf("delayed messages %+v, want the one sent with --delay 600", later)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#messages tr[data-id="%s"] input.pick`, later[0].ID))),
+		chromedp.Click(chromedp.CSS(`#delete-selected:not([disabled])`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the delete's result", `document.querySelector('#action-result').textContent === 'deleted 1'`)
+	if ms := peek(t, cfg, "jobs"); len(ms) != 3 || slices.ContainsFunc(ms, func(m peekJSON) bool { return m.ID == later[0].ID }) {
+		t.Errorf("after deleting %s from the page: %+v", later[0].ID, ms)
+	}
+
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#resume`))); err != nil {
 		t.Fatal(err)
 	}
 	waitAppLog(t, appLog, `done p attempts=1`, 1)
 	waitFor(t, ctx, "the running badge", `document.querySelector('#queue-state').textContent === 'running'`)
+
+	// Purge from the page asks first: dismissed, nothing is purged; confirmed, every message is.
+	answers := make(chan bool, 2)
+	var dialogs []string
+	var dialogMu sync.Mutex
+	go func() {
+		for ev, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			dialogMu.Lock()
+			dialogs = append(dialogs, ev.Message)
+			dialogMu.Unlock()
+			accept := false
+			select {
+			case accept = <-answers:
+			default:
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept})
+		}
+	}()
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#pause`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the paused badge", `document.querySelector('#queue-state').textContent === 'paused'`)
+	for _, name := range []string{"q1", "q2"} {
+		mustRun(t, cfg, `{"name":"`+name+`"}`, "send", "--binding", "JOBS")
+	}
+	waitQueues(t, cfg, "two to purge", func(qs map[string]queueJSON) bool { return qs["jobs"].Ready == 2 })
+	answers <- false
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#purge`))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a purge would have been asked for by now
+	if qs := queuesJSON(t, cfg); qs["jobs"].Ready != 2 {
+		t.Fatalf("a dismissed purge purged: %+v", qs["jobs"])
+	}
+	answers <- true
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#purge`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the purge's result", `document.querySelector('#action-result').textContent === 'purged 2'`)
+	waitQueues(t, cfg, "purged from the page", func(qs map[string]queueJSON) bool {
+		q := qs["jobs"]
+		return q.Ready+q.Delayed+q.InFlight == 0
+	})
+	dialogMu.Lock()
+	if len(dialogs) != 2 || !strings.HasPrefix(dialogs[0], "Purge every message of jobs: ") {
+		t.Errorf("confirmations asked: %q, want two for purging jobs", dialogs)
+	}
+	dialogMu.Unlock()
 
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged errors:\n%s", strings.Join(p, "\n"))

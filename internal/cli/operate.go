@@ -294,11 +294,12 @@ A crash in the middle may leave a message in both queues, never in neither.
 // replayTarget is the queue whose consumer names dlq as its dead-letter queue.
 func replayTarget(cfg *server.Config, dlq string) (string, error) {
 	var sources []string
-	for _, cc := range cfg.Consumers {
-		if cc.DeadLetterQueue == dlq {
-			sources = append(sources, cc.Queue)
+	for q, d := range cfg.DeadLetterQueues() {
+		if d == dlq {
+			sources = append(sources, q)
 		}
 	}
+	slices.Sort(sources)
 	switch len(sources) {
 	case 1:
 		return sources[0], nil

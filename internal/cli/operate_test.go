@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/server"
 )
 
 // operateConfig is e2eConfig with a dead-letter queue: jobs gives up after two deliveries and
@@ -232,5 +235,33 @@ func TestOperatorCommandErrors(t *testing.T) {
 	r = runDuilie(t, "", nil, "pause", "jobs", "--config", filepath.Join(t.TempDir(), "duilie.toml"))
 	if r.code != 78 {
 		t.Errorf("pause without a configuration: %+v", r)
+	}
+}
+
+// An http_pull consumer's dead-letter queue is its queue's, as a program consumer's is: duilie
+// queues shows it and replay sends its messages back to that queue (the example wrangler.toml
+// has one of each).
+func TestPullConsumerDeadLetterQueue(t *testing.T) {
+	t.Parallel()
+	cfg, err := server.LoadConfig("../../examples/wrangler/wrangler.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dlq, want := range map[string]string{"page-dlq": "page-render", "audit-dlq": "audit"} {
+		if got, err := replayTarget(cfg, dlq); err != nil || got != want {
+			t.Errorf("replay %s goes to %q (%v), want %s", dlq, got, err, want)
+		}
+	}
+	var stats []platform.QueueStats
+	for _, q := range []string{"audit", "audit-dlq", "page-dlq", "page-render"} {
+		stats = append(stats, platform.QueueStats{Queue: q})
+	}
+	want := "queue        ready  delayed  in_flight  lost  paused  dead_letter_queue\n" +
+		"audit            0        0          0     0  no      audit-dlq\n" +
+		"audit-dlq        0        0          0     0  no      -\n" +
+		"page-dlq         0        0          0     0  no      -\n" +
+		"page-render      0        0          0     0  no      page-dlq\n"
+	if got := queueTable(queueRows(cfg, stats)); got != want {
+		t.Errorf("queues:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -95,13 +95,12 @@ type queueRow struct {
 
 // queueRows joins the platform's stats with the configuration's consumers.
 func queueRows(cfg *server.Config, stats []platform.QueueStats) []queueRow {
+	dlqs := cfg.DeadLetterQueues()
 	rows := make([]queueRow, len(stats))
 	for i, s := range stats {
 		rows[i].QueueStats = s
-		for _, cc := range cfg.Consumers {
-			if cc.Queue == s.Queue && cc.DeadLetterQueue != "" {
-				rows[i].DeadLetterQueue = &cc.DeadLetterQueue
-			}
+		if dlq, ok := dlqs[s.Queue]; ok {
+			rows[i].DeadLetterQueue = &dlq
 		}
 	}
 	return rows

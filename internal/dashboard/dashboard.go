@@ -47,8 +47,12 @@ type Options struct {
 	// Platform is the server's platform: its counts, and its operator operations when it has
 	// them.
 	Platform platform.Platform
-	// Consumers are the configured consumers: which queue dead-letters to which.
+	// Consumers are the configured program consumers: their queues' batches in flight are
+	// reported from the start.
 	Consumers []host.ConsumerConfig
+	// DeadLetterQueues map each queue whose consumer (a program's or an http_pull one) names a
+	// dead-letter queue to that queue.
+	DeadLetterQueues map[string]string
 	// Bindings map each binding to its queue: a test message to a queue goes through one.
 	Bindings map[string]string
 	// Send sends a test message as a program would (发送队列消息, in an event of the server's
@@ -326,12 +330,10 @@ func (d *Dashboard) queueRows(ctx context.Context) ([]queueRow, error) {
 	rows := make([]queueRow, len(stats))
 	for i, s := range stats {
 		row := queueRow{QueueStats: s, Operable: d.op != nil}
-		for _, cc := range d.o.Consumers {
-			if cc.Queue == s.Queue && cc.DeadLetterQueue != "" {
-				row.DeadLetterQueue = cc.DeadLetterQueue
-				n := byName[cc.DeadLetterQueue].Ready + byName[cc.DeadLetterQueue].Delayed
-				row.DeadLetters = &n
-			}
+		if dlq, ok := d.o.DeadLetterQueues[s.Queue]; ok {
+			row.DeadLetterQueue = dlq
+			n := byName[dlq].Ready + byName[dlq].Delayed
+			row.DeadLetters = &n
 		}
 		row.Sources = d.sources(s.Queue)
 		for b, q := range d.o.Bindings {
@@ -349,11 +351,12 @@ func (d *Dashboard) queueRows(ctx context.Context) ([]queueRow, error) {
 // sources are the queues whose consumers name dlq as their dead-letter queue.
 func (d *Dashboard) sources(dlq string) []string {
 	var out []string
-	for _, cc := range d.o.Consumers {
-		if cc.DeadLetterQueue == dlq {
-			out = append(out, cc.Queue)
+	for q, d := range d.o.DeadLetterQueues {
+		if d == dlq {
+			out = append(out, q)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -21,7 +21,8 @@ func FuzzAPI(f *testing.F) {
 	_ = q.Send(context.Background(), []byte(`{"n":1}`), platform.SendOptions{ContentType: platform.JSON})
 	cc := host.DefaultConsumerConfig("jobs")
 	cc.DeadLetterQueue = "jobs-dead"
-	d := New(Options{Platform: p, Consumers: []host.ConsumerConfig{cc}, Bindings: map[string]string{"JOBS": "jobs"},
+	d := New(Options{Platform: p, Consumers: []host.ConsumerConfig{cc}, DeadLetterQueues: map[string]string{"jobs": "jobs-dead"},
+		Bindings: map[string]string{"JOBS": "jobs"},
 		Send: func(ctx context.Context, binding, body string, delay int) error {
 			if strings.HasPrefix(body, "{") && strings.HasSuffix(body, "}") {
 				return nil

@@ -511,7 +511,31 @@ func (p *Platform) Pause(ctx context.Context, queue string) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: pause queue %s: %w", queue, err)
 	}
-	return nil
+	return p.waitPaused(ctx, queue)
+}
+
+// waitPaused waits until the queue's consumer reports itself paused. On a cluster the pause's
+// reply comes from the meta leader once it has proposed the change, before the consumer's
+// leader applies it: without the wait, a message sent just after Pause returned could still be
+// delivered. The consumer's info is answered by its leader, which delivers nothing once it
+// reports the pause.
+func (p *Platform) waitPaused(ctx context.Context, queue string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		c, err := p.js.Consumer(ctx, streamName(queue), consumerName)
+		if err == nil && c.CachedInfo().Paused {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = errors.New("the consumer does not report the pause")
+			}
+			return fmt.Errorf("jetstream: pause queue %s: %w (%w)", queue, err, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 }
 
 // resumeLead is how soon after Resume the consumer's pause ends. Resume does not clear the
