@@ -97,7 +97,8 @@ const (
 // A platform that fails to deliver is asked again, backing off from 0.1 s to 5 s, for as long
 // as its errors are temporary. A permanent error (platform.Permanent: bad credentials, a queue
 // that no longer exists) or a closed platform stops the consumer: Consume logs one line naming
-// the queue and the cause and returns the error.
+// the queue and the cause and returns the error. So does any failure to start consuming at all
+// (platform.Platform.Consume): it is not retried.
 //
 // A batch whose program the host could not start (the handler returned a *StartError) is
 // released, its attempts unchanged, and the consumer waits before its next batch, from 0.1 s
@@ -113,6 +114,7 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 		if ctx.Err() != nil { // stopped before it started: not a failure
 			return nil
 		}
+		h.log.Error("consumer stopped", "queue", cc.Queue, "err", err)
 		return fmt.Errorf("consume %s: %w", cc.Queue, err)
 	}
 	defer c.Close()

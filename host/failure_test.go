@@ -96,6 +96,44 @@ func TestPermanentErrorStopsConsumer(t *testing.T) {
 	}
 }
 
+// noConsumer is a platform that refuses to consume any queue, with err.
+type noConsumer struct {
+	platform.Platform
+	err error
+}
+
+func (p noConsumer) Consume(context.Context, string, platform.ConsumerOptions) (platform.Consumer, error) {
+	return nil, p.err
+}
+
+// A platform that refuses to start a consumer at all (a queue Cloudflare does not have) stops
+// it with the same one line as a consumer whose deliveries fail: the log names the queue and
+// the cause, not only the server's account of every consumer at the end.
+func TestConsumeRefusedIsLogged(t *testing.T) {
+	log := &syncLog{}
+	cause := platform.Permanent(errors.New("queue qa does not exist (10104)"))
+	h, _ := host.New(host.Config{Platform: noConsumer{memory.New(memory.Options{}), cause},
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
+	err := h.Consume(context.Background(), host.DefaultConsumerConfig("qa"), func(*host.Event) error { return nil })
+	if !errors.Is(err, cause) || !strings.Contains(err.Error(), "qa") {
+		t.Fatalf("Consume returned %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `level=ERROR msg="consumer stopped" queue=qa err="queue qa does not exist (10104)"`) {
+		t.Errorf("log:\n%s", log.String())
+	}
+
+	// Stopped before it started: not a failure, and nothing to log.
+	log = &syncLog{}
+	h, _ = host.New(host.Config{Platform: noConsumer{memory.New(memory.Options{}), context.Canceled},
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.Consume(ctx, host.DefaultConsumerConfig("qa"), func(*host.Event) error { return nil }); err != nil || log.String() != "" {
+		t.Errorf("Consume after its context ended: %v, log %q", err, log.String())
+	}
+}
+
 // A temporary failure backs off, doubling from 0.1 s, logging each, and delivery resumes once
 // the platform recovers.
 func TestTemporaryErrorBacksOff(t *testing.T) {
