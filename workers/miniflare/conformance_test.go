@@ -184,6 +184,24 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
+	t.Run("an acked message of a failed event: ack() reaches it before the handler throws; Miniflare redelivers it anyway", func(t *testing.T) {
+		c := conf{h.with(t)}
+		// Dispatched: workerd records the ack of k1 although the event failed (SPEC §7 rule 1,
+		// which Cloudflare honours), and nothing for k2, which Cloudflare retries.
+		r := c.queue("consumer", "conf-q",
+			message{ID: "k1", Timestamp: 1, Attempts: 1, Body: map[string]any{"fail_until": 9, "ack": true}},
+			message{ID: "k2", Timestamp: 1, Attempts: 1, Body: 2})
+		if r.Outcome != "exception" || r.AckAll || len(r.ExplicitAcks) != 1 || r.ExplicitAcks[0] != "k1" || len(r.RetryMessages) != 0 {
+			t.Fatalf("result = %+v", r)
+		}
+		// On a real local queue, Miniflare delivers the acked message again (docs/workers.md,
+		// "Where Miniflare differs from Cloudflare"): if this starts failing, Miniflare has
+		// changed and the docs must say so.
+		c.want(c.send("PAGE_QUEUE", 0, `{"fail_until":2,"ack":true,"tag":"acked-fail"}`), 200, "ok")
+		c.waitLog("CONSUMED ", `"attempts":1,`, `"tag":"acked-fail"`)
+		c.waitLog("CONSUMED ", `"attempts":2,`, `"tag":"acked-fail"`)
+	})
+
 	t.Run("13 consumer functions in a fetch event throw 当前事件不是队列事件", func(t *testing.T) {
 		c := conf{h.with(t)}
 		c.want(c.fetch("producer", "POST", "/consume", ""), 200,
