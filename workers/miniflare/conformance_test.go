@@ -27,8 +27,8 @@ func TestConformance(t *testing.T) {
 		if len(cs) != 1 || cs[0] != (call{Op: "send", Args: 2, Body: `{"kind":"page","url":"/release/x","version":"v8","refresh":true}`, Options: `{"contentType":"json"}`}) {
 			t.Fatalf("calls = %+v", cs)
 		}
-		// The real queue delivers the same value to the consumer Worker.
-		c.waitLog("CONSUMED ", `"body":{"kind":"page","url":"/release/x","version":"v8","refresh":true}}`)
+		// The real queue delivers the same value to the consumer Worker, in a queue event.
+		c.waitLog("CONSUMED queue {", `"body":{"kind":"page","url":"/release/x","version":"v8","refresh":true}}`)
 	})
 
 	t.Run("2 delays 30 and 43200 reach the options; -1 and 43201 throw", func(t *testing.T) {

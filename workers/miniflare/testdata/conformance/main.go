@@ -120,7 +120,7 @@ func kind(err error) string {
 //	retry0     retries 0 with delay 0
 //	bad-index  Ack(count), Ack(-1), Retry(0, -1), Retry(0, 43201); prints what each returned
 //	sleep      sleeps past the time limit
-//	conf-q     prints CONSUMED and the batch's text; acks each message whose body has
+//	conf-q     prints CONSUMED, the event's kind and the batch's text; acks each message whose body has
 //	           "ack": true, and fails at the first whose body has fail_until > its attempts
 //
 // Every line names the first message's id, so tests tell their batches apart.
@@ -158,7 +158,7 @@ func queue(ev *duilie.Event) error {
 		time.Sleep(5 * time.Second)
 		fmt.Printf("WOKE %s %s\n", b.Messages[0].ID, kind(duilie.Ack(ev, 0)))
 	case "conf-q":
-		fmt.Printf("CONSUMED %s\n", text)
+		fmt.Printf("CONSUMED %s %s\n", ev.Kind(), text)
 		for i, m := range b.Messages {
 			var task struct {
 				FailUntil int  `json:"fail_until"`
