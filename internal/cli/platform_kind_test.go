@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +104,27 @@ func TestServeRegisteredKind(t *testing.T) {
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in stderr:\n%s", want, text)
+		}
+	}
+}
+
+// The command line knows no platform by its package: it chooses one through the registry
+// (server.LoadConfig and platform.NewConfig), so a new driver needs no change here.
+func TestNoEngineImports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "github.com/duilie/duilie/internal/cli").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := strings.Fields(string(out))
+	if !slices.Contains(imports, "github.com/duilie/duilie/server") {
+		t.Fatalf("go list listed no imports of the command line: %q", imports)
+	}
+	for _, p := range imports {
+		if strings.HasPrefix(p, "github.com/duilie/duilie/platform/") || strings.HasPrefix(p, "github.com/nats-io/") {
+			t.Errorf("internal/cli imports %s: choose platforms through the registry", p)
 		}
 	}
 }
