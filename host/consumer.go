@@ -94,10 +94,10 @@ const (
 // it takes no new batch and returns nil once the running events have ended and been settled.
 // Call Halt to abort running events sooner.
 //
-// A platform that fails to deliver is asked again, backing off from 0.1 s to 5 s, for as long
-// as its errors are temporary. A permanent error (platform.Permanent: bad credentials, a queue
-// that no longer exists) or a closed platform stops the consumer: Consume logs one line naming
-// the queue and the cause and returns the error.
+// A platform that fails to start the consumer or to deliver is asked again, backing off from
+// 0.1 s to 5 s, for as long as its errors are temporary. A permanent error (platform.Permanent:
+// bad credentials, a queue that no longer exists) or a closed platform stops the consumer:
+// Consume logs one line naming the queue and the cause and returns the error.
 //
 // A batch whose program the host could not start (the handler returned a *StartError) is
 // released, its attempts unchanged, and the consumer waits before its next batch, from 0.1 s
@@ -106,14 +106,9 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 	if err := cc.Validate(); err != nil {
 		return err
 	}
-	c, err := h.cfg.Platform.Consume(ctx, cc.Queue, platform.ConsumerOptions{
-		MaxBatchSize: cc.MaxBatchSize, MaxConcurrency: cc.MaxConcurrency, AckWait: h.ackWait(cc),
-	})
-	if err != nil {
-		if ctx.Err() != nil { // stopped before it started: not a failure
-			return nil
-		}
-		return fmt.Errorf("consume %s: %w", cc.Queue, err)
+	c, err := h.startConsumer(ctx, cc)
+	if c == nil || err != nil {
+		return err
 	}
 	defer c.Close()
 
@@ -180,6 +175,35 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 				starting.ok()
 			}
 		}()
+	}
+}
+
+// startConsumer asks the platform to consume the queue, and again after a temporary failure,
+// backing off as for a failed delivery. A permanent failure or a closed platform stops it with
+// one log line, and is returned. It returns a nil Consumer and a nil error when ctx ended or
+// the host halted first: a stop, not a failure.
+func (h *Host) startConsumer(ctx context.Context, cc ConsumerConfig) (platform.Consumer, error) {
+	waiting, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.halt, cancel)()
+	var b backoff
+	for {
+		c, err := h.cfg.Platform.Consume(ctx, cc.Queue, platform.ConsumerOptions{
+			MaxBatchSize: cc.MaxBatchSize, MaxConcurrency: cc.MaxConcurrency, AckWait: h.ackWait(cc),
+		})
+		switch {
+		case err == nil:
+			return c, nil
+		case waiting.Err() != nil: // stopped before it started: not a failure
+			return nil, nil
+		case errors.Is(err, platform.ErrClosed) || platform.IsPermanent(err):
+			h.log.Error("consumer stopped", "queue", cc.Queue, "err", err)
+			return nil, fmt.Errorf("consume %s: %w", cc.Queue, err)
+		}
+		h.log.Error("consume", "queue", cc.Queue, "err", err, "retry_in", b.fail())
+		if !b.wait(waiting) {
+			return nil, nil
+		}
 	}
 }
 

@@ -96,6 +96,115 @@ func TestPermanentErrorStopsConsumer(t *testing.T) {
 	}
 }
 
+// noConsumer is a platform that refuses to consume any queue, with err, n times (or forever
+// for n ≤ 0), then consumes as its platform does.
+type noConsumer struct {
+	platform.Platform
+	err error
+	n   int
+
+	mu    sync.Mutex
+	calls int
+}
+
+func (p *noConsumer) Consume(ctx context.Context, name string, o platform.ConsumerOptions) (platform.Consumer, error) {
+	p.mu.Lock()
+	p.calls++
+	refuse := p.n <= 0 || p.calls <= p.n
+	p.mu.Unlock()
+	if refuse {
+		return nil, p.err
+	}
+	return p.Platform.Consume(ctx, name, o)
+}
+
+// A platform that refuses to start a consumer at all (a queue Cloudflare does not have) stops
+// it with the same one line as a consumer whose deliveries fail: the log names the queue and
+// the cause, not only the server's account of every consumer at the end.
+func TestConsumeRefusedIsLogged(t *testing.T) {
+	log := &syncLog{}
+	cause := platform.Permanent(errors.New("queue qa does not exist (10104)"))
+	h, _ := host.New(host.Config{Platform: &noConsumer{Platform: memory.New(memory.Options{}), err: cause},
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
+	err := h.Consume(context.Background(), host.DefaultConsumerConfig("qa"), func(*host.Event) error { return nil })
+	if !errors.Is(err, cause) || !strings.Contains(err.Error(), "qa") {
+		t.Fatalf("Consume returned %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `level=ERROR msg="consumer stopped" queue=qa err="queue qa does not exist (10104)"`) {
+		t.Errorf("log:\n%s", log.String())
+	}
+
+	// Stopped before it started: not a failure, and nothing to log.
+	log = &syncLog{}
+	h, _ = host.New(host.Config{Platform: &noConsumer{Platform: memory.New(memory.Options{}), err: context.Canceled},
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.Consume(ctx, host.DefaultConsumerConfig("qa"), func(*host.Event) error { return nil }); err != nil || log.String() != "" {
+		t.Errorf("Consume after its context ended: %v, log %q", err, log.String())
+	}
+}
+
+// A platform that cannot start a consumer for the moment (a cluster electing a leader) is asked
+// again, backing off as for a failed delivery, and the consumer runs once it can; a halt ends
+// the waiting.
+func TestConsumeRefusedTemporarily(t *testing.T) {
+	log := &syncLog{}
+	mem := memory.New(memory.Options{})
+	mem.Put("qa", platform.Message{ID: "1", Attempts: 1, Body: []byte("1"), ContentType: platform.JSON})
+	h, _ := host.New(host.Config{Platform: &noConsumer{Platform: mem, err: errors.New("no leader"), n: 2},
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan time.Time, 1)
+	done := make(chan error)
+	start := time.Now()
+	cc := host.DefaultConsumerConfig("qa")
+	cc.MaxBatchTimeout = 0
+	go func() {
+		done <- h.Consume(ctx, cc, func(*host.Event) error { ran <- time.Now(); return nil })
+	}()
+	var at time.Time
+	select {
+	case at = <-ran:
+	case err := <-done:
+		t.Fatalf("Consume returned %v; log:\n%s", err, log.String())
+	case <-time.After(5 * time.Second):
+		t.Fatal("no delivery once the platform could consume")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// 0.1 + 0.2 s of backoff before the third Consume.
+	if waited := at.Sub(start); waited < 300*time.Millisecond || waited > 3*time.Second {
+		t.Errorf("delivered after %v, want about 0.3 s", waited)
+	}
+	text := log.String()
+	for _, want := range []string{"retry_in=100ms", "retry_in=200ms"} {
+		if !strings.Contains(text, `level=ERROR msg=consume queue=qa err="no leader" `+want) {
+			t.Errorf("no line with %s in:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "consumer stopped") {
+		t.Errorf("a temporary refusal stopped the consumer:\n%s", text)
+	}
+
+	// Refused for ever: a halt ends the waiting, as a stop, not a failure.
+	h, _ = host.New(host.Config{Platform: &noConsumer{Platform: memory.New(memory.Options{}), err: errors.New("no leader")}, Logger: quiet()})
+	go func() { done <- h.Consume(context.Background(), cc, func(*host.Event) error { return nil }) }()
+	time.Sleep(150 * time.Millisecond)
+	h.Halt()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Consume after a halt: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a halt did not end a consumer waiting for its platform")
+	}
+}
+
 // A temporary failure backs off, doubling from 0.1 s, logging each, and delivery resumes once
 // the platform recovers.
 func TestTemporaryErrorBacksOff(t *testing.T) {

@@ -71,3 +71,53 @@ max_batch_size = 0
 	// Output:
 	// <nil> duilie.toml: queues.consumers[0].max_batch_size = 0: must be 1–100
 }
+
+// Observers receive a report of every event, send and settlement: what the server's log lines,
+// the demo's table and the metrics are made from.
+func Example_observers() {
+	queueEvents := make(chan *host.EventReport, 1)
+	consumer := host.DefaultConsumerConfig("tasks") // 3 retries
+	consumer.MaxBatchTimeout = 0                    // deliver at once, not after 5 s
+	srv, err := server.New(server.Config{
+		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+		Bindings:    map[string]string{"TASKS": "tasks"},
+		Consumers:   []host.ConsumerConfig{consumer},
+		Program: &server.Program{Queue: func(ev *duilie.Event) error {
+			return duilie.Retry(ev, 0, 30)
+		}},
+		Platform: &memory.Config{},
+		Logger:   slog.New(slog.DiscardHandler),
+		Observers: []host.Observer{func(r host.Report) {
+			switch r := r.(type) {
+			case *host.SendReport:
+				fmt.Printf("send to %s: %d message, %d bytes, err %v\n", r.Queue, r.Messages, r.Bytes, r.Err)
+			case *host.EventReport:
+				if r.Kind == host.QueueEvent {
+					queueEvents <- r
+				}
+			}
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown(context.Background())
+	_ = srv.Do(context.Background(), func(ev *duilie.Event) error {
+		return duilie.Send(ev, "TASKS", `{ "url": "/x" }`, 0)
+	})
+	select {
+	case r := <-queueEvents:
+		m := r.Messages[0]
+		fmt.Printf("queue event on %s: %s, batch of %d\n", r.Queue, r.Outcome, r.Batch)
+		fmt.Printf("message: attempts %d, retry(%d) asked, redelivered after %v\n", m.Attempts, m.Call.DelaySeconds, m.Action.Delay)
+	case <-time.After(5 * time.Second):
+		fmt.Println("not consumed")
+	}
+	// Output:
+	// send to tasks: 1 message, 12 bytes, err <nil>
+	// queue event on tasks: ok, batch of 1
+	// message: attempts 1, retry(30) asked, redelivered after 30s
+}

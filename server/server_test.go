@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -146,8 +147,36 @@ func TestDoAndHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	send := func(ev *host.Event) error { return duilie.Send(ev, "TASKS", `1`, 0) }
+	mux := http.NewServeMux()
+	mux.Handle("POST /tasks", srv.Handler(func(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+		if ev.Kind() != duilie.FetchEvent {
+			t.Errorf("a request's event is %s", ev.Kind())
+		}
+		body, _ := io.ReadAll(r.Body)
+		if err := duilie.Send(ev, "TASKS", string(body), 0); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return nil
+	}))
+	service := httptest.NewServer(mux)
+	defer service.Close()
+	post := func(body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(service.URL+"/tasks", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
 	if err := srv.Do(context.Background(), send); !errors.Is(err, server.ErrNotStarted) {
 		t.Errorf("Do before Start: %v", err)
+	}
+	if code, body := post(`2`); code != http.StatusServiceUnavailable || body != "duilie is not started\n" {
+		t.Errorf("Handler before Start: %d %q", code, body)
 	}
 	if err := srv.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -156,12 +185,20 @@ func TestDoAndHandler(t *testing.T) {
 	if err := srv.Do(context.Background(), send); err != nil {
 		t.Fatal(err)
 	}
+	if code, body := post(`2`); code != http.StatusAccepted {
+		t.Errorf("Handler: %d %q", code, body)
+	}
+	// A handler that returns an error (here the exception of a body that is not JSON) fails its
+	// event: 500.
+	if code, _ := post(`{`); code != http.StatusInternalServerError {
+		t.Errorf("Handler, a body that is not JSON: %d, want 500", code)
+	}
 	var ab *duilie.Abort
 	if err := srv.Do(context.Background(), func(ev *host.Event) error { return duilie.Send(ev, "NOPE", `1`, 0) }); !errors.As(err, &ab) {
 		t.Errorf("an unpermitted binding: %v", err)
 	}
 	stats, err := srv.Platform().(platform.Stater).Stats(context.Background())
-	if err != nil || len(stats) != 1 || stats[0].Ready != 1 {
+	if err != nil || len(stats) != 1 || stats[0].Ready != 2 {
 		t.Errorf("stats %+v %v", stats, err)
 	}
 }

@@ -109,7 +109,8 @@ func TestOperatorCommands(t *testing.T) {
 
 	mustRun(t, cfg, `{"name":"a","fail_below":99}`, "send", "--binding", "JOBS")
 	mustRun(t, cfg, `{"name":"b","fail_below":99}`, "send", "--binding", "JOBS")
-	waitAppLog(t, appLog, `fail (a|b) attempts=2`, 2)
+	// Both end in the dead-letter queue. The app's log cannot say when: it exits at a batch's
+	// first failing message, so when a and b share a batch the other is never started.
 	qs := waitQueues(t, cfg, "two dead letters", func(qs map[string]queueJSON) bool { return qs["jobs-dead"].Ready == 2 })
 	if d := qs["jobs"].DeadLetterQueue; d == nil || *d != "jobs-dead" || qs["jobs-dead"].DeadLetterQueue != nil {
 		t.Errorf("dead_letter_queue columns: %+v", qs)

@@ -120,8 +120,8 @@ func kind(err error) string {
 //	retry0     retries 0 with delay 0
 //	bad-index  Ack(count), Ack(-1), Retry(0, -1), Retry(0, 43201); prints what each returned
 //	sleep      sleeps past the time limit
-//	conf-q     prints CONSUMED and the batch's text; fails while a message's body has
-//	           fail_until > its attempts
+//	conf-q     prints CONSUMED, the event's kind and the batch's text; acks each message whose body has
+//	           "ack": true, and fails at the first whose body has fail_until > its attempts
 //
 // Every line names the first message's id, so tests tell their batches apart.
 func queue(ev *duilie.Event) error {
@@ -158,12 +158,21 @@ func queue(ev *duilie.Event) error {
 		time.Sleep(5 * time.Second)
 		fmt.Printf("WOKE %s %s\n", b.Messages[0].ID, kind(duilie.Ack(ev, 0)))
 	case "conf-q":
-		fmt.Printf("CONSUMED %s\n", text)
-		for _, m := range b.Messages {
+		fmt.Printf("CONSUMED %s %s\n", ev.Kind(), text)
+		for i, m := range b.Messages {
 			var task struct {
-				FailUntil int `json:"fail_until"`
+				FailUntil int  `json:"fail_until"`
+				Ack       bool `json:"ack"`
 			}
-			if json.Unmarshal(m.Body, &task) == nil && task.FailUntil > m.Attempts {
+			if json.Unmarshal(m.Body, &task) != nil {
+				continue
+			}
+			if task.Ack {
+				if err := duilie.Ack(ev, i); err != nil {
+					return err
+				}
+			}
+			if task.FailUntil > m.Attempts {
 				return fmt.Errorf("message %s fails until attempt %d", m.ID, task.FailUntil)
 			}
 		}
