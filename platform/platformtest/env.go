@@ -107,9 +107,20 @@ func (e *env) mustSend(bodies ...string) {
 
 // Reasons for skipping a part of a test on a harness without a capability.
 const (
-	noCalls = "the harness does not record platform calls (platformtest.Recorder)"
-	noStats = "the platform does not count its messages (platform.Stater)"
+	noCalls    = "the harness does not record platform calls (platformtest.Recorder)"
+	noStats    = "the platform does not count its messages (platform.Stater)"
+	ownRetries = "the platform applies its own consumers' max_retries, retry_delay and dead-letter queue " +
+		"(platform.Capabilities.Retries): the host's retry settings do not reach it"
 )
+
+// needHostRetries skips t on a platform that applies its own retry settings, for tests of the
+// host's max_retries, retry_delay and dead_letter_queue.
+func (e *env) needHostRetries() {
+	e.t.Helper()
+	if platform.CapabilitiesOf(e.p).Retries {
+		e.t.Skip(ownRetries)
+	}
+}
 
 // wantCalls asserts the platform calls so far, exactly, in a subtest "calls" that skips on a
 // harness that does not record them: the rest of the test runs either way.
