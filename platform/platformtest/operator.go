@@ -110,9 +110,11 @@ func bodies(ms []platform.StoredMessage) []string {
 
 // holdInFlight starts a consumer of one message at a time whose handler keeps its batch until
 // release is closed, and waits until a message is in flight. It returns the message's id as
-// the program read it, and when the handler started.
+// the program read it, and when the handler started. It skips the test first on a platform
+// without operator operations, whose check would otherwise come with the batch still held.
 func (e *env) holdInFlight(release chan struct{}) (*consumer, string, time.Time) {
 	e.t.Helper()
+	e.operator()
 	started := make(chan seen, 1)
 	cc := config(queueName)
 	cc.MaxBatchSize = 1
