@@ -26,8 +26,9 @@
 // # Platforms
 //
 // Config.Platform names a platform: a *jetstream.Config (the default: the embedded engine in
-// .duilie, or a NATS cluster) or a *memory.Config (in the process; for tries and tests), or a
-// driver registered with platform.Register. In duilie.toml it is the kind key of the platform
+// .duilie, or a NATS cluster), a *cloudflare.Config (Cloudflare Queues over its REST API), a
+// *memory.Config (in the process; for tries and tests), or a driver registered with
+// platform.Register. In duilie.toml it is the kind key of the platform
 // table.
 //
 // # Observing
@@ -59,6 +60,7 @@ import (
 	"github.com/duilie/duilie/platform"
 
 	// The platforms duilie.toml can name.
+	_ "github.com/duilie/duilie/platform/cloudflare"
 	_ "github.com/duilie/duilie/platform/jetstream"
 	_ "github.com/duilie/duilie/platform/memory"
 )

@@ -22,6 +22,10 @@ const (
 	dlqName   = "conf-dead"  // the dead-letter queue of tests that need one
 )
 
+// Queues are the queues the suite uses. A harness whose platform does not create queues on
+// demand (Cloudflare's) makes these, empty, for every platform.
+func Queues() []string { return []string{queueName, dlqName} }
+
 // env is one test's platform and host.
 type env struct {
 	t   *testing.T
