@@ -21,9 +21,10 @@ import (
 // Platform is Cloudflare Queues reached over Cloudflare's REST API. Its methods are safe for
 // concurrent use.
 type Platform struct {
-	cfg Config
-	api *queues.QueueService
-	log *slog.Logger
+	cfg  Config
+	api  *queues.QueueService
+	http *http.Client // for what the SDK has no method for
+	log  *slog.Logger
 
 	mu     sync.Mutex
 	ids    map[string]string // queue name → queue_id, as the account's list last said
@@ -49,7 +50,7 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 		option.WithMaxRetries(0),
 		option.WithRequestTimeout(30*time.Second),
 	)
-	return &Platform{cfg: cfg, api: api, log: cfg.Logger, ids: map[string]string{}}, nil
+	return &Platform{cfg: cfg, api: api, http: &http.Client{Timeout: 30 * time.Second}, log: cfg.Logger, ids: map[string]string{}}, nil
 }
 
 // Capabilities: Cloudflare counts deliveries, applies its consumers' max_retries and
@@ -84,21 +85,31 @@ func (p *Platform) queueID(ctx context.Context, name string) (string, error) {
 	case ok:
 		return id, nil
 	}
+	if _, err := p.list(ctx); err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id, ok := p.ids[name]; ok {
+		return id, nil
+	}
+	return "", platform.Permanent(fmt.Errorf("account %s has no queue named %q: create it (wrangler queues create %s)", p.cfg.AccountID, name, name))
+}
+
+// list lists the account's queues, and remembers their ids.
+func (p *Platform) list(ctx context.Context) ([]queues.Queue, error) {
 	var params queues.QueueListParams
 	params.AccountID.Value, params.AccountID.Present = p.cfg.AccountID, true
 	page, err := p.api.List(ctx, params, option.WithQuery("per_page", "1000"))
 	if err != nil {
-		return "", fmt.Errorf("list the queues of account %s: %w", p.cfg.AccountID, refusal(err))
+		return nil, fmt.Errorf("list the queues of account %s: %w", p.cfg.AccountID, refusal(err))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, q := range page.Result {
 		p.ids[q.QueueName] = q.QueueID
 	}
-	if id, ok := p.ids[name]; ok {
-		return id, nil
-	}
-	return "", platform.Permanent(fmt.Errorf("account %s has no queue named %q: create it (wrangler queues create %s)", p.cfg.AccountID, name, name))
+	return page.Result, nil
 }
 
 // forget drops a queue's cached id, after Cloudflare said the id is no queue's.
@@ -240,21 +251,39 @@ func refusal(err error) error {
 	if err == nil || !errors.As(err, &se) {
 		return err
 	}
-	e := &apiError{status: se.StatusCode}
-	var parts []string
+	errs := make([]errorEntry, len(se.Errors))
 	for i, d := range se.Errors {
+		errs[i] = errorEntry{d.Code, d.Message}
+	}
+	var h http.Header
+	if se.Response != nil {
+		h = se.Response.Header
+	}
+	return newAPIError(se.StatusCode, errs, h)
+}
+
+// errorEntry is one entry of the errors of Cloudflare's envelope.
+type errorEntry struct {
+	Code    int64  `json:"code"`
+	Message string `json:"message"`
+}
+
+// newAPIError is a refusal with its status, errors and headers; one that trying again will
+// not mend is marked platform.Permanent.
+func newAPIError(status int, errs []errorEntry, h http.Header) error {
+	e := &apiError{status: status}
+	var parts []string
+	for i, d := range errs {
 		e.codes = append(e.codes, d.Code)
 		if i < maxErrorsInText {
 			parts = append(parts, d.Message+" ("+strconv.FormatInt(d.Code, 10)+")")
 		}
 	}
 	if len(parts) == 0 {
-		parts = append(parts, fmt.Sprintf("HTTP %d %s", se.StatusCode, http.StatusText(se.StatusCode)))
+		parts = append(parts, fmt.Sprintf("HTTP %d %s", status, http.StatusText(status)))
 	}
 	e.text = strings.Join(parts, "; ")
-	if se.Response != nil {
-		e.retryAfter = retryAfter(se.Response.Header.Get("Retry-After"))
-	}
+	e.retryAfter = retryAfter(h.Get("Retry-After"))
 	if !e.temporary() && !e.paused() {
 		return platform.Permanent(e)
 	}

@@ -157,6 +157,8 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 			c["script_name"] = "jobs-worker"
 		}
 		writeEnvelope(w, 200, []any{c})
+	case "metrics":
+		writeEnvelope(w, 200, map[string]any{"backlog_count": len(f.msgs), "backlog_bytes": 0, "oldest_message_timestamp_ms": 0})
 	case "messages", "messages/batch":
 		writeEnvelope(w, 200, map[string]any{"metadata": map[string]any{"metrics": map[string]any{"backlog_count": len(f.msgs), "backlog_bytes": 0, "oldest_message_timestamp_ms": 0}}})
 	case "messages/pull":

@@ -427,3 +427,23 @@ func TestFakeWrongToken(t *testing.T) {
 		t.Errorf("Queue with a wrong token: %v", err)
 	}
 }
+
+// duilie queues shows what Cloudflare reports: each queue's backlog and whether it is paused.
+func TestFakeStats(t *testing.T) {
+	f := newFake(t)
+	for i := range 3 {
+		f.put(&fakeMessage{ID: strings.Repeat(string(rune('a'+i)), 32), Body: b64(`1`), Attempts: 1, Metadata: meta("json")})
+	}
+	f.paused = true
+	stats, err := f.platform(0, nil).Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 1 || stats[0].Queue != "jobs" || !stats[0].Paused || stats[0].Backlog == nil || *stats[0].Backlog != 3 {
+		t.Errorf("stats %+v", stats)
+	}
+	f.refuse("metrics", fakeAnswer{status: 403, code: 10000, message: "Authentication error"})
+	if _, err := f.platform(0, nil).Stats(context.Background()); err == nil || !strings.Contains(err.Error(), "metrics of queue jobs: Authentication error (10000)") {
+		t.Errorf("Stats refused: %v", err)
+	}
+}
