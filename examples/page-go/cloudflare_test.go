@@ -105,7 +105,9 @@ func TestPageTaskOnCloudflare(t *testing.T) {
 	program := app.Program{Queue: consumer.Queue, Fetch: pagetask.Fetch}
 	served := make(chan int, 1)
 	var serveErr syncBuffer
-	go func() { served <- app.Run(ctx, program, []string{"serve", "--config", path}, nil, &serveErr, &serveErr) }()
+	go func() {
+		served <- app.Run(ctx, program, []string{"serve", "--config", path}, nil, &serveErr, &serveErr)
+	}()
 
 	post := func(body string) {
 		t.Helper()
