@@ -3,13 +3,22 @@ package cloudflare_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/cloudflare/cloudflare-go/v6/option"
+	"github.com/cloudflare/cloudflare-go/v6/queues"
+
+	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/cli"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/cloudflare"
+	"github.com/duilie/duilie/server"
 )
 
 // duilie queues on this platform shows what Cloudflare reports, the backlog; the operator
@@ -58,4 +67,80 @@ func TestCommandsOnCloudflare(t *testing.T) {
 			t.Errorf("duilie %v: exit %d\n%s%s\nwant exit %d\n%s%s", tc.args, code, out, errOut, tc.code, tc.out, tc.err)
 		}
 	}
+}
+
+// serve on this platform needs each configured queue on the account, and an HTTP pull consumer
+// on each consumed one: a missing queue stops it from starting, naming the queue, and a queue
+// without one stops its consumer with one line naming the queue.
+func TestServeOnCloudflare(t *testing.T) {
+	url := serveAPI(t, "pulled")
+	api := queues.NewQueueService(option.WithBaseURL(url), option.WithAPIToken(token), option.WithMaxRetries(0))
+	var create queues.QueueNewParams
+	create.AccountID.Value, create.AccountID.Present = account, true
+	create.QueueName.Value, create.QueueName.Present = "pushed", true // a queue with no consumer
+	if _, err := api.New(context.Background(), create); err != nil {
+		t.Fatal(err)
+	}
+	newServer := func(consumed string, log *bytes.Buffer, mu *sync.Mutex) (*server.Server, error) {
+		return server.New(server.Config{
+			Permissions: host.Permissions{Queue: []string{"JOBS"}},
+			Bindings:    map[string]string{"JOBS": "pulled"},
+			Consumers:   []host.ConsumerConfig{host.DefaultConsumerConfig(consumed)},
+			Program:     &server.Program{Queue: func(ev *host.Event) error { return nil }},
+			Platform:    &cloudflare.Config{AccountID: account, Token: token, BaseURL: url},
+			Logger:      slog.New(slog.NewTextHandler(&lockedBuffer{b: log, mu: mu}, nil)),
+		})
+	}
+	ctx := context.Background()
+
+	var log bytes.Buffer
+	var mu sync.Mutex
+	srv, err := newServer("missing", &log, &mu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), `create queue missing: account `+account+` has no queue named "missing"`) {
+		t.Errorf("Start with a missing queue: %v", err)
+	}
+
+	srv, err = newServer("pushed", &log, &mu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	select {
+	case err := <-srv.Failed():
+		want := "queue pushed has no consumer on Cloudflare, not http_pull"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("serve stopped with %v, want %q", err, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the consumer of a queue without an http_pull consumer did not stop")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var stopped []string
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "consumer stopped") {
+			stopped = append(stopped, l)
+		}
+	}
+	if len(stopped) != 1 || !strings.Contains(stopped[0], "queue=pushed") || !strings.Contains(stopped[0], "wrangler queues consumer http add pushed") {
+		t.Errorf("log lines of the stopped consumer: %q", stopped)
+	}
+}
+
+type lockedBuffer struct {
+	b  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }
