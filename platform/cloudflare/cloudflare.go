@@ -43,14 +43,15 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
+	client := &http.Client{Timeout: requestTimeout}
 	api := queues.NewQueueService(
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithAPIToken(cfg.Token),
+		option.WithHTTPClient(client),
 		// duilie's policy decides what is tried again, and when (Retry-After included).
 		option.WithMaxRetries(0),
-		option.WithRequestTimeout(30*time.Second),
 	)
-	return &Platform{cfg: cfg, api: api, http: &http.Client{Timeout: 30 * time.Second}, log: cfg.Logger, ids: map[string]string{}}, nil
+	return &Platform{cfg: cfg, api: api, http: client, log: cfg.Logger, ids: map[string]string{}}, nil
 }
 
 // Capabilities: Cloudflare counts deliveries, applies its consumers' max_retries and
@@ -64,12 +65,20 @@ func (p *Platform) LogAttrs() []any {
 	return []any{"kind", Kind, "account_id", p.cfg.AccountID, "base_url", p.cfg.BaseURL}
 }
 
-// Close releases the platform. Leased messages come back once their visibility timeout ends.
+// Close releases the platform: its consumers deliver nothing more. Leased messages come back
+// once their visibility timeout ends.
 func (p *Platform) Close() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
+	p.mu.Unlock()
+	p.http.CloseIdleConnections()
 	return nil
+}
+
+func (p *Platform) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // queueID returns the id of the named queue, listing the account's queues when it has not seen
@@ -197,16 +206,22 @@ func (p *Platform) refused(name string, err error) error {
 }
 
 // Cloudflare's error codes that decide what duilie does
-// (developers.cloudflare.com/queues/reference/error-codes).
+// (developers.cloudflare.com/queues/reference/error-codes), and the message of a pull from a
+// paused queue (409).
 const (
-	codeAuth        = 10000 // authentication error
-	codeQueueGone   = 10104 // the queue does not exist
-	codeBadToken    = 10106 // the token is not valid for this account
-	codeOverloaded  = 10250 // the queue is overloaded: back off
-	pausedMessage   = "queue_delivery_paused"
-	defaultBackoff  = time.Second
+	codeAuth       = 10000 // authentication error
+	codeQueueGone  = 10104 // the queue does not exist
+	codeBadToken   = 10106 // the token is not valid for this account
+	codeOverloaded = 10250 // the queue is overloaded: back off
+	pausedMessage  = "queue_delivery_paused"
+)
+
+// The failure policy.
+const (
+	requestTimeout  = 30 * time.Second
+	defaultBackoff  = time.Second     // the first wait after a temporary failure without Retry-After; it doubles to a minute
 	maxRetryAfter   = 5 * time.Minute // the longest Retry-After honoured: Cloudflare's global limit blocks for 5 minutes
-	maxErrorsInText = 5
+	maxErrorsInText = 5               // of an envelope's errors, in an error's text
 )
 
 // apiError is a request Cloudflare refused: its status, its errors as Cloudflare wrote them,

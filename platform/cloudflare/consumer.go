@@ -61,7 +61,7 @@ func (c *consumer) Receive(ctx context.Context, n int) ([]platform.Delivery, err
 		c.mu.Lock()
 		closed, wait := c.closed, time.Until(c.notBefore)
 		c.mu.Unlock()
-		if closed {
+		if closed || c.p.isClosed() {
 			return nil, platform.ErrClosed
 		}
 		if err := sleep(ctx, wait); err != nil {

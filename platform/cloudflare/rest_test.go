@@ -447,3 +447,21 @@ func TestFakeStats(t *testing.T) {
 		t.Errorf("Stats refused: %v", err)
 	}
 }
+
+// A closed platform's consumers deliver nothing more, and its queues cannot be looked up.
+func TestFakeClosed(t *testing.T) {
+	f := newFake(t)
+	f.put(&fakeMessage{ID: strings.Repeat("a", 32), Body: b64(`1`), Attempts: 1, Metadata: meta("json")})
+	p := f.platform(0, nil)
+	c := consume(t, p, time.Minute)
+	p.Close()
+	if _, err := receive(t, c, time.Second); !errors.Is(err, platform.ErrClosed) {
+		t.Errorf("Receive after Close: %v", err)
+	}
+	if _, err := p.Queue(context.Background(), "jobs"); !errors.Is(err, platform.ErrClosed) {
+		t.Errorf("Queue after Close: %v", err)
+	}
+	if n := len(f.sent("messages/pull")); n != 0 {
+		t.Errorf("%d pulls after Close", n)
+	}
+}
