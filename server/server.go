@@ -376,6 +376,17 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		attrs = d.LogAttrs()
 	}
 	log.Info("platform open", attrs...)
+	if platform.CapabilitiesOf(s.p).Retries {
+		// The platform's own consumer settings decide retries (Cloudflare's); say so where the
+		// configuration seems to expect otherwise.
+		def := host.DefaultConsumerConfig("")
+		for _, cc := range cfg.Consumers {
+			if cc.MaxRetries != def.MaxRetries || cc.RetryDelay != def.RetryDelay || cc.DeadLetterQueue != "" {
+				log.Warn("max_retries, retry_delay and dead_letter_queue of this consumer do not apply: the platform applies its own consumer's settings",
+					"queue", cc.Queue, "kind", cfg.Platform.Kind())
+			}
+		}
+	}
 	if st, ok := s.p.(platform.Stater); ok {
 		// Damaged storage is never silent: one line per queue that lost messages or cannot be
 		// loaded, at every start.

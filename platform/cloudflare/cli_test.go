@@ -82,10 +82,12 @@ func TestServeOnCloudflare(t *testing.T) {
 		t.Fatal(err)
 	}
 	newServer := func(consumed string, log *bytes.Buffer, mu *sync.Mutex) (*server.Server, error) {
+		cc := host.DefaultConsumerConfig(consumed)
+		cc.RetryDelay = 5 * time.Second // Cloudflare's consumer decides: serve says so
 		return server.New(server.Config{
 			Permissions: host.Permissions{Queue: []string{"JOBS"}},
 			Bindings:    map[string]string{"JOBS": "pulled"},
-			Consumers:   []host.ConsumerConfig{host.DefaultConsumerConfig(consumed)},
+			Consumers:   []host.ConsumerConfig{cc},
 			Program:     &server.Program{Queue: func(ev *host.Event) error { return nil }},
 			Platform:    &cloudflare.Config{AccountID: account, Token: token, BaseURL: url},
 			Logger:      slog.New(slog.NewTextHandler(&lockedBuffer{b: log, mu: mu}, nil)),
@@ -104,6 +106,9 @@ func TestServeOnCloudflare(t *testing.T) {
 		t.Errorf("Start with a missing queue: %v", err)
 	}
 
+	mu.Lock()
+	log.Reset()
+	mu.Unlock()
 	srv, err = newServer("pushed", &log, &mu)
 	if err != nil {
 		t.Fatal(err)
@@ -123,11 +128,17 @@ func TestServeOnCloudflare(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	var stopped []string
+	var stopped, warned []string
 	for _, l := range strings.Split(log.String(), "\n") {
 		if strings.Contains(l, "consumer stopped") {
 			stopped = append(stopped, l)
 		}
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, "do not apply") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "queue=pushed") || !strings.Contains(warned[0], "kind=cloudflare") {
+		t.Errorf("warnings of settings that do not apply: %q", warned)
 	}
 	if len(stopped) != 1 || !strings.Contains(stopped[0], "queue=pushed") || !strings.Contains(stopped[0], "wrangler queues consumer http add pushed") {
 		t.Errorf("log lines of the stopped consumer: %q", stopped)

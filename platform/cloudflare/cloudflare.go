@@ -23,7 +23,7 @@ import (
 type Platform struct {
 	cfg  Config
 	api  *queues.QueueService
-	http *http.Client // for what the SDK has no method for
+	http *http.Client // the SDK's, and for the request it has no method for
 	log  *slog.Logger
 
 	mu     sync.Mutex
@@ -54,8 +54,8 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 	return &Platform{cfg: cfg, api: api, http: client, log: cfg.Logger, ids: map[string]string{}}, nil
 }
 
-// Capabilities: Cloudflare counts deliveries, applies its consumers' max_retries and
-// retry_delay, and moves exhausted messages to their dead-letter queue.
+// Capabilities reports that Cloudflare counts deliveries, applies its consumers' max_retries
+// and retry_delay, and moves exhausted messages to their dead-letter queue.
 func (p *Platform) Capabilities() platform.Capabilities {
 	return platform.Capabilities{Retries: true}
 }
