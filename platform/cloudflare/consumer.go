@@ -71,7 +71,7 @@ func (c *consumer) Receive(ctx context.Context, n int) ([]platform.Delivery, err
 		if err != nil {
 			return nil, c.failed(err)
 		}
-		ds, err := c.pull(ctx, id, min(n, c.batch))
+		ds, err := c.pull(ctx, id, max(1, min(n, c.batch)))
 		var ae *apiError
 		switch {
 		case errors.As(err, &ae) && ae.paused():
@@ -197,7 +197,7 @@ func (c *consumer) pull(ctx context.Context, id string, n int) ([]platform.Deliv
 // decodeBody reads a pulled body by its metadata["CF-Content-Type"]: json and bytes are
 // base64-encoded, text is as it is. A json body that is not base64 of a JSON text is taken as it
 // stands, as Cloudflare's own examples show it: a JSON text in the string, the string itself, or
-// a JSON value in place of the string.
+// a JSON value in place of the string; base64 of bytes that are no JSON stays those bytes.
 func decodeBody(m queues.MessagePullResponseMessage) ([]byte, platform.ContentType) {
 	ct := platform.Bytes
 	if md, ok := m.Metadata.(map[string]any); ok {
@@ -217,13 +217,16 @@ func decodeBody(m queues.MessagePullResponseMessage) ([]byte, platform.ContentTy
 	case platform.Text:
 		return []byte(s), ct
 	case platform.JSON:
-		if b, err := base64.StdEncoding.DecodeString(s); err == nil && json.Valid(b) {
+		b, err := base64.StdEncoding.DecodeString(s)
+		switch {
+		case err == nil && json.Valid(b):
+			return b, ct
+		case json.Valid([]byte(s)): // a plain JSON text ("true" is base64 too, of no JSON)
+			return []byte(s), ct
+		case err == nil: // base64 of bytes that are no JSON: ReadBatch says so to the program
 			return b, ct
 		}
-		if json.Valid([]byte(s)) {
-			return []byte(s), ct
-		}
-		q, _ := json.Marshal(s)
+		q, _ := json.Marshal(s) // a plain string, as in Cloudflare's example {"body":"hello"}
 		return q, ct
 	}
 	if b, err := base64.StdEncoding.DecodeString(s); err == nil {

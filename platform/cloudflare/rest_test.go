@@ -100,8 +100,11 @@ func TestFakePullBodies(t *testing.T) {
 		{str(`{"url":"/plain"}`), "json", `{"url":"/plain"}`, platform.JSON}, // a JSON text, not base64
 		{json.RawMessage(`{"url":"/value"}`), "json", `{"url":"/value"}`, platform.JSON},
 		{str("hello"), "json", `"hello"`, platform.JSON}, // Cloudflare's own example: a json message "hello"
+		{str("true"), "json", `true`, platform.JSON},     // plain, though "true" is base64 too
+		{b64("{"), "json", `{`, platform.JSON},           // no JSON: the program's ReadBatch says so
 		{str("hello, 世界"), "text", "hello, 世界", platform.Text},
 		{b64("\x00\xffraw"), "bytes", "\x00\xffraw", platform.Bytes},
+		{b64("\xff\x0fT"), "v8", "\xff\x0fT", platform.V8},
 	}
 	for i, m := range msgs {
 		f.put(&fakeMessage{ID: strings.Repeat(string(rune('a'+i)), 32), Body: m.body, Attempts: i + 1, Metadata: meta(m.ct), TimestampMs: 1710950954154 + int64(i)})
