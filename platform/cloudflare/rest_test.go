@@ -132,6 +132,7 @@ func TestFakePullBodies(t *testing.T) {
 // A lease asked for covers the ack wait; once it runs out the message comes back with
 // attempts + 1. InProgress cannot extend it and asks nothing of Cloudflare.
 func TestFakeLeaseExpires(t *testing.T) {
+	t.Parallel() // waits for leases and backoffs: beside the others
 	f := newFake(t)
 	f.put(&fakeMessage{ID: "0123456789abcdef0123456789abcdef", Body: b64(`1`), Attempts: 1, Metadata: meta("json"), TimestampMs: 1})
 	c := consume(t, f.platform(50*time.Millisecond, nil), 1500*time.Millisecond)
@@ -188,6 +189,7 @@ func TestFakeSettleOneAckCall(t *testing.T) {
 // max_retries allows still reaches the program, and a failed event retries every message not
 // acked, without delay, never dead-lettering or dropping one.
 func TestFakeHostLeavesRetriesToCloudflare(t *testing.T) {
+	t.Parallel() // waits for leases and backoffs: beside the others
 	f := newFake(t)
 	f.put(&fakeMessage{ID: strings.Repeat("a", 32), Body: b64(`"acked"`), Attempts: 9, Metadata: meta("json")})
 	f.put(&fakeMessage{ID: strings.Repeat("b", 32), Body: b64(`"failed"`), Attempts: 9, Metadata: meta("json")})
@@ -228,6 +230,7 @@ func TestFakeHostLeavesRetriesToCloudflare(t *testing.T) {
 // 429 with Retry-After, and 10250, are temporary: Receive returns the refusal, and the next pull
 // waits as long as Cloudflare asked. A 5xx is backed off from 1 s.
 func TestFakeRetryAfter(t *testing.T) {
+	t.Parallel() // waits for leases and backoffs: beside the others
 	for _, tc := range []struct {
 		name string
 		a    fakeAnswer
@@ -262,6 +265,7 @@ func TestFakeRetryAfter(t *testing.T) {
 // A bad token (403) and a queue that is gone (10104) are permanent: the consumer stops with one
 // line naming the queue and the cause.
 func TestFakePermanent(t *testing.T) {
+	t.Parallel() // waits for leases and backoffs: beside the others
 	for _, tc := range []struct {
 		name string
 		a    fakeAnswer
@@ -313,6 +317,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // A paused queue's pull answers 409 queue_delivery_paused: Receive delivers nothing and pulls
 // less and less often, until delivery resumes.
 func TestFakePaused(t *testing.T) {
+	t.Parallel() // waits for leases and backoffs: beside the others
 	f := newFake(t)
 	f.put(&fakeMessage{ID: strings.Repeat("a", 32), Body: b64(`1`), Attempts: 1, Metadata: meta("json")})
 	f.mu.Lock()
