@@ -21,8 +21,9 @@ import (
 	"github.com/duilie/duilie/server"
 )
 
-// duilie queues on this platform shows what Cloudflare reports, the backlog; the operator
-// commands Cloudflare's API cannot carry out as duilie's do are refused as unsupported.
+// duilie queues on this platform shows what Cloudflare reports, the backlog; pause, resume
+// and purge are Cloudflare's own, and the operator commands Cloudflare has no API for are
+// refused as unsupported.
 func TestCommandsOnCloudflare(t *testing.T) {
 	url := serveAPI(t, "jobs")
 	t.Setenv("DUILIE_TEST_CF_TOKEN", token)
@@ -59,10 +60,20 @@ func TestCommandsOnCloudflare(t *testing.T) {
 	}{
 		{[]string{"queues"}, 0, "queue  backlog  paused  dead_letter_queue\njobs         2  no      -\n", ""},
 		{[]string{"queues", "--json"}, 0, `[{"queue":"jobs","backlog":2,"paused":false,"dead_letter_queue":null}]` + "\n", ""},
-		{[]string{"pause", "jobs"}, 69, "", "duilie: platform kind cloudflare has no operator operations\n"},
-		{[]string{"peek", "jobs"}, 69, "", "duilie: platform kind cloudflare has no operator operations\n"},
+		{[]string{"pause", "jobs"}, 0, "", ""},
+		{[]string{"queues"}, 0, "queue  backlog  paused  dead_letter_queue\njobs         2  yes     -\n", ""},
+		{[]string{"resume", "jobs"}, 0, "", ""},
+		{[]string{"purge", "--yes", "jobs"}, 0, "", ""},
+		{[]string{"queues"}, 0, "queue  backlog  paused  dead_letter_queue\njobs         0  no      -\n", ""}, // a resume shows within a moment
+		{[]string{"peek", "jobs"}, 69, "", "duilie: unsupported operation on Cloudflare: it has no API to list a queue's messages\n"},
+		{[]string{"delete", "jobs", "0123456789abcdef0123456789abcdef"}, 69, "", "duilie: unsupported operation on Cloudflare: it has no API to delete one message\n"},
+		{[]string{"replay", "jobs", "--to", "other"}, 69, "", "duilie: unsupported operation on Cloudflare: it has no API to move messages between queues\n"},
 	} {
 		code, out, errOut := run(tc.args...)
+		for deadline := time.Now().Add(5 * time.Second); tc.args[0] == "queues" && out != tc.out && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+			code, out, errOut = run(tc.args...)
+		}
 		if code != tc.code || out != tc.out || errOut != tc.err {
 			t.Errorf("duilie %v: exit %d\n%s%s\nwant exit %d\n%s%s", tc.args, code, out, errOut, tc.code, tc.out, tc.err)
 		}

@@ -102,8 +102,18 @@ func (p *Platform) queueID(ctx context.Context, name string) (string, error) {
 	if id, ok := p.ids[name]; ok {
 		return id, nil
 	}
-	return "", platform.Permanent(fmt.Errorf("account %s has no queue named %q: create it (wrangler queues create %s)", p.cfg.AccountID, name, name))
+	return "", platform.Permanent(&noQueueError{p.cfg.AccountID, name})
 }
+
+// noQueueError is a queue the account does not have.
+type noQueueError struct{ account, queue string }
+
+func (e *noQueueError) Error() string {
+	return fmt.Sprintf("account %s has no queue named %q: create it (wrangler queues create %s)", e.account, e.queue, e.queue)
+}
+
+// Is makes it platform.ErrNoQueue.
+func (e *noQueueError) Is(target error) bool { return target == platform.ErrNoQueue }
 
 // list lists the account's queues, and remembers their ids.
 func (p *Platform) list(ctx context.Context) ([]queues.Queue, error) {
@@ -253,6 +263,9 @@ func (e *apiError) temporary() bool {
 
 // gone: the queue id is no queue's any more.
 func (e *apiError) gone() bool { return e.has(codeQueueGone) }
+
+// Is makes a queue that is gone platform.ErrNoQueue.
+func (e *apiError) Is(target error) bool { return target == platform.ErrNoQueue && e.gone() }
 
 // paused: a pull from a queue whose delivery is paused.
 func (e *apiError) paused() bool {

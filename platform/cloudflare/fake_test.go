@@ -157,6 +157,20 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 			c["script_name"] = "jobs-worker"
 		}
 		writeEnvelope(w, 200, []any{c})
+	case "": // PATCH: the queue's settings
+		var req struct {
+			Settings struct {
+				DeliveryPaused *bool `json:"delivery_paused"`
+			} `json:"settings"`
+		}
+		_ = json.Unmarshal(body, &req)
+		if r.Method == http.MethodPatch && req.Settings.DeliveryPaused != nil {
+			f.paused = *req.Settings.DeliveryPaused
+		}
+		writeEnvelope(w, 200, map[string]any{"queue_id": fakeQueueID, "queue_name": "jobs", "settings": map[string]any{"delivery_paused": f.paused}})
+	case "purge":
+		f.msgs = nil
+		writeEnvelope(w, 200, map[string]any{"queue_id": fakeQueueID, "queue_name": "jobs"})
 	case "metrics":
 		writeEnvelope(w, 200, map[string]any{"backlog_count": len(f.msgs), "backlog_bytes": 0, "oldest_message_timestamp_ms": 0})
 	case "messages", "messages/batch":

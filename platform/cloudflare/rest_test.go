@@ -473,3 +473,49 @@ func TestFakeClosed(t *testing.T) {
 		t.Errorf("%d pulls after Close", n)
 	}
 }
+
+// Pause, resume and purge are Cloudflare's own operations; listing, reading, deleting and
+// moving single messages, and deleting queues, are unsupported, and say so.
+func TestFakeOperator(t *testing.T) {
+	f := newFake(t)
+	f.put(&fakeMessage{ID: strings.Repeat("a", 32), Body: b64(`1`), Attempts: 1, Metadata: meta("json")})
+	p := f.platform(0, nil)
+	ctx := context.Background()
+	if err := p.Pause(ctx, "jobs"); err != nil || !f.paused {
+		t.Errorf("Pause: %v, paused %v", err, f.paused)
+	}
+	if err := p.Resume(ctx, "jobs"); err != nil || f.paused {
+		t.Errorf("Resume: %v, paused %v", err, f.paused)
+	}
+	edits := f.sent("")
+	if len(edits) != 2 || edits[0].body != `{"settings":{"delivery_paused":true}}` || edits[1].body != `{"settings":{"delivery_paused":false}}` {
+		t.Errorf("queue edits %+v", edits)
+	}
+	if n, err := p.Purge(ctx, "jobs"); err != nil || n != -1 || len(f.msgs) != 0 {
+		t.Errorf("Purge = %d, %v; %d messages left", n, err, len(f.msgs))
+	}
+	if purges := f.sent("purge"); len(purges) != 1 || purges[0].body != `{"delete_messages_permanently":true}` {
+		t.Errorf("purges %+v", purges)
+	}
+	unsupported := []error{
+		func() error { _, err := p.Browse(ctx, "jobs", platform.BrowseOptions{}); return err }(),
+		func() error { _, err := p.Get(ctx, "jobs", "x"); return err }(),
+		p.Delete(ctx, "jobs", "x"),
+		func() error { _, err := p.Move(ctx, "jobs", "other", platform.MoveOptions{}); return err }(),
+		p.DeleteQueue(ctx, "jobs"),
+	}
+	for i, err := range unsupported {
+		if !errors.Is(err, errors.ErrUnsupported) || !strings.HasPrefix(err.Error(), "unsupported operation on Cloudflare: ") {
+			t.Errorf("operation %d: %v, want unsupported", i, err)
+		}
+	}
+	for i, err := range []error{p.Pause(ctx, "nope"), func() error { _, err := p.Browse(ctx, "nope", platform.BrowseOptions{}); return err }()} {
+		if !errors.Is(err, platform.ErrNoQueue) {
+			t.Errorf("operation %d on a missing queue: %v, want ErrNoQueue", i, err)
+		}
+	}
+	f.refuse("purge", fakeAnswer{status: 404, code: 10104, message: "Queue does not exist"})
+	if _, err := p.Purge(ctx, "jobs"); !errors.Is(err, platform.ErrNoQueue) || !strings.Contains(err.Error(), "Queue does not exist (10104)") {
+		t.Errorf("Purge of a queue that is gone: %v", err)
+	}
+}
