@@ -24,6 +24,10 @@
 //   - A refused bulk push may have been partly enqueued: that is Cloudflare's business.
 //   - A failed request's text is Cloudflare's with its code, such as
 //     "Queue is overloaded. Please back off. (10250)".
+//   - Stats reports each queue's backlog (QueueStats.Backlog) and pause, as Cloudflare reports
+//     them, not ready, delayed and in-flight counts it does not have. Pause, Resume and Purge are
+//     Cloudflare's; the operations Cloudflare has no API for (listing, reading, deleting and
+//     moving single messages, deleting queues) fail with errors.ErrUnsupported.
 //
 // It uses github.com/cloudflare/cloudflare-go/v6 with the SDK's own retries off: 429 and 10250
 // are waited out as Retry-After says, 5xx backed off, and a bad token (403, 10106) or a queue that
