@@ -48,7 +48,6 @@ type consumer struct {
 	failures  time.Duration // the wait after the next failure; 0 means defaultBackoff
 	notBefore time.Time     // no pull before then
 	paused    bool          // the last pull found delivery paused
-	backlog   int64         // message_backlog_count of the last pull
 }
 
 // Receive pulls until a pull brings messages, pausing between empty pulls (and pulls of a
@@ -180,9 +179,6 @@ func (c *consumer) pull(ctx context.Context, id string, n int) ([]platform.Deliv
 	if err != nil {
 		return nil, c.p.refused(c.name, err)
 	}
-	c.mu.Lock()
-	c.backlog = int64(res.MessageBacklogCount)
-	c.mu.Unlock()
 	ds := make([]platform.Delivery, 0, len(res.Messages))
 	for _, m := range res.Messages {
 		body, ct := decodeBody(m)
