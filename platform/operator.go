@@ -89,7 +89,9 @@ type MoveOptions struct {
 // Cloudflare API are built on it; its operations are those of Cloudflare's queue API where Cloudflare has one.
 //
 // Errors: ErrNoQueue for a queue the platform does not have, ErrNotFound for a message it
-// does not hold, ErrCursor for a cursor it did not make.
+// does not hold, ErrCursor for a cursor it did not make. A platform with no API for an
+// operation (Cloudflare cannot list, get, delete or move single messages) fails it with an
+// error wrapping errors.ErrUnsupported that says so; callers report it as unsupported.
 type Operator interface {
 	// Browse lists a page of the queue's messages, oldest first, without loading the whole
 	// queue. A message may move between states while it is listed; a page shows each message
@@ -102,7 +104,8 @@ type Operator interface {
 	// dead-letters it stores it anew.
 	Delete(ctx context.Context, queue, id string) error
 	// Purge removes every message of the queue, in every state (with the same proviso for
-	// messages in flight as Delete), and returns how many it removed.
+	// messages in flight as Delete), and returns how many it removed, or -1 when the platform
+	// cannot tell (Cloudflare's purge does not say).
 	Purge(ctx context.Context, queue string) (int64, error)
 	// Move moves messages that are ready or delayed, oldest first, to the queue to (created
 	// if missing): each keeps its id, timestamp, body and content type, and starts again at

@@ -158,6 +158,10 @@ type QueueStats struct {
 	// it can tell; Damage says what happened, or why the queue cannot be read at all.
 	Lost   int64  `json:"lost"`
 	Damage string `json:"damage,omitempty"`
+	// Backlog is set by a platform that counts only the messages not yet acknowledged, in every
+	// state together, as Cloudflare reports its backlog_count; Ready, Delayed, InFlight and Lost
+	// are then unknown and zero.
+	Backlog *int64 `json:"backlog,omitempty"`
 }
 
 // Platform is a queue system.

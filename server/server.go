@@ -26,8 +26,9 @@
 // # Platforms
 //
 // Config.Platform names a platform: a *jetstream.Config (the default: the embedded engine in
-// .duilie, or a NATS cluster) or a *memory.Config (in the process; for tries and tests), or a
-// driver registered with platform.Register. In duilie.toml it is the kind key of the platform
+// .duilie, or a NATS cluster), a *cloudflare.Config (Cloudflare Queues over its REST API), a
+// *memory.Config (in the process; for tries and tests), or a driver registered with
+// platform.Register. In duilie.toml it is the kind key of the platform
 // table.
 //
 // # Observing
@@ -59,6 +60,7 @@ import (
 	"github.com/duilie/duilie/platform"
 
 	// The platforms duilie.toml can name.
+	_ "github.com/duilie/duilie/platform/cloudflare"
 	_ "github.com/duilie/duilie/platform/jetstream"
 	_ "github.com/duilie/duilie/platform/memory"
 )
@@ -375,6 +377,17 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		attrs = d.LogAttrs()
 	}
 	log.Info("platform open", attrs...)
+	if platform.CapabilitiesOf(s.p).Retries {
+		// The platform's own consumer settings decide retries (Cloudflare's); say so where the
+		// configuration seems to expect otherwise.
+		def := host.DefaultConsumerConfig("")
+		for _, cc := range cfg.Consumers {
+			if cc.MaxRetries != def.MaxRetries || cc.RetryDelay != def.RetryDelay || cc.DeadLetterQueue != "" {
+				log.Warn("max_retries, retry_delay and dead_letter_queue of this consumer do not apply: the platform applies its own consumer's settings",
+					"queue", cc.Queue, "kind", cfg.Platform.Kind())
+			}
+		}
+	}
 	if st, ok := s.p.(platform.Stater); ok {
 		// Damaged storage is never silent: one line per queue that lost messages or cannot be
 		// loaded, at every start.

@@ -8,6 +8,7 @@
 //	curl -d '{"kind":"page","url":"/release/y","version":"v8"}' http://127.0.0.1:8788/tasks
 //
 // PAGE_VERSION sets the current version (default v8); tasks of another version are stale.
+// cloudflare/duilie.toml runs the same program on Cloudflare Queues (docs/cloudflare.md).
 package main
 
 import (

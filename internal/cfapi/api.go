@@ -206,6 +206,7 @@ func (a *API) routes() {
 	m.HandleFunc("POST "+p+"/{queue}/messages/batch", a.withQueue(a.bulkPush))
 	m.HandleFunc("POST "+p+"/{queue}/messages/pull", a.withQueue(a.pull))
 	m.HandleFunc("POST "+p+"/{queue}/messages/ack", a.withQueue(a.ack))
+	m.HandleFunc("GET "+p+"/{queue}/metrics", a.withQueue(a.metrics))
 	m.HandleFunc("POST "+p+"/{queue}/purge", a.withQueue(a.purge))
 	m.HandleFunc("GET "+p+"/{queue}/purge", a.withQueue(a.purgeStatus))
 	m.HandleFunc("GET "+p+"/{queue}/consumers", a.withQueue(a.listConsumers))

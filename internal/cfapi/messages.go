@@ -35,6 +35,10 @@ func (a *API) backlog(ctx context.Context, name string) metricsJSON {
 	if err != nil {
 		return metricsJSON{}
 	}
+	return backlogOf(s)
+}
+
+func backlogOf(s platform.QueueStats) metricsJSON {
 	return metricsJSON{BacklogCount: s.Ready + s.Delayed + s.InFlight}
 }
 
@@ -93,6 +97,17 @@ func (a *API) sendErr(name string, err error) error {
 		return a.internal("send to "+name, err)
 	}
 	return &apiError{http.StatusTooManyRequests, errOverloaded.code, errOverloaded.message + ": " + err.Error()}
+}
+
+// metrics answers the queue's best-effort metrics, as Cloudflare's GET …/queues/{id}/metrics
+// does: its backlog.
+func (a *API) metrics(w http.ResponseWriter, r *http.Request, name string) {
+	s, err := a.stat(r.Context(), name)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	ok(w, backlogOf(s))
 }
 
 func (a *API) push(w http.ResponseWriter, r *http.Request, name string) {

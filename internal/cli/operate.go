@@ -363,7 +363,11 @@ func confirmPurge(ctx context.Context, cmd *cobra.Command, op platform.Operator,
 	if st, ok := op.(platform.Stater); ok {
 		if stats, err := st.Stats(ctx); err == nil {
 			for _, s := range stats {
-				if s.Queue == queue {
+				switch {
+				case s.Queue != queue:
+				case s.Backlog != nil: // all the platform counts (Cloudflare)
+					what = fmt.Sprintf(" (a backlog of %d)", *s.Backlog)
+				default:
 					what = fmt.Sprintf(" (%d ready, %d delayed, %d in flight)", s.Ready, s.Delayed, s.InFlight)
 				}
 			}

@@ -25,7 +25,9 @@ settled), lost (messages damaged storage lost), paused (pause stopped its delive
 dead_letter_queue of its consumer in the configuration. With --json it prints a JSON array
 of objects with the keys queue, ready, delayed, in_flight, paused (true or false), lost,
 damage (only when there is any) and dead_letter_queue (a name, or null). Like send, it
-reaches a running serve or opens the data directory itself.
+reaches a running serve or opens the data directory itself. On Cloudflare (kind =
+"cloudflare") it shows what Cloudflare reports: queue, backlog (messages not yet
+acknowledged, in any state), paused and dead_letter_queue.
 
 Exit status: 0; 74 when a queue lost messages or cannot be loaded (the table is printed,
 and one line per such queue on stderr says what happened); 69 the engine or cluster is
@@ -93,6 +95,22 @@ type queueRow struct {
 	DeadLetterQueue *string `json:"dead_letter_queue"`
 }
 
+// MarshalJSON writes a row of a platform that counts only unacknowledged messages
+// (Cloudflare) with what it reports, {queue, backlog, paused, dead_letter_queue}: no ready,
+// delayed, in-flight or lost counts it does not have.
+func (r queueRow) MarshalJSON() ([]byte, error) {
+	if r.Backlog == nil {
+		type plain queueRow
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		Queue           string  `json:"queue"`
+		Backlog         int64   `json:"backlog"`
+		Paused          bool    `json:"paused"`
+		DeadLetterQueue *string `json:"dead_letter_queue"`
+	}{r.Queue, *r.Backlog, r.Paused, r.DeadLetterQueue})
+}
+
 // queueRows joins the platform's stats with the configuration's consumers.
 func queueRows(cfg *server.Config, stats []platform.QueueStats) []queueRow {
 	dlqs := cfg.DeadLetterQueues()
@@ -106,21 +124,40 @@ func queueRows(cfg *server.Config, stats []platform.QueueStats) []queueRow {
 	return rows
 }
 
-// queueTable lays the rows out in columns: names left-aligned, counts right-aligned.
+// queueTable lays the rows out in columns: names left-aligned, counts right-aligned. A
+// platform that counts only unacknowledged messages (Cloudflare) gets a backlog column instead
+// of the counts it does not have.
 func queueTable(qs []queueRow) string {
+	if len(qs) > 0 && qs[0].Backlog != nil {
+		rows := [][]string{{"queue", "backlog", "paused", "dead_letter_queue"}}
+		for _, q := range qs {
+			paused, dlq := pausedAndDLQ(q)
+			var n int64
+			if q.Backlog != nil {
+				n = *q.Backlog
+			}
+			rows = append(rows, []string{q.Queue, strconv.FormatInt(n, 10), paused, dlq})
+		}
+		return columns(rows, map[int]bool{1: true})
+	}
 	rows := [][]string{{"queue", "ready", "delayed", "in_flight", "lost", "paused", "dead_letter_queue"}}
 	for _, q := range qs {
-		paused, dlq := "no", "-"
-		if q.Paused {
-			paused = "yes"
-		}
-		if q.DeadLetterQueue != nil {
-			dlq = *q.DeadLetterQueue
-		}
+		paused, dlq := pausedAndDLQ(q)
 		rows = append(rows, []string{q.Queue, strconv.FormatInt(q.Ready, 10),
 			strconv.FormatInt(q.Delayed, 10), strconv.FormatInt(q.InFlight, 10), strconv.FormatInt(q.Lost, 10), paused, dlq})
 	}
 	return columns(rows, map[int]bool{1: true, 2: true, 3: true, 4: true})
+}
+
+func pausedAndDLQ(q queueRow) (paused, dlq string) {
+	paused, dlq = "no", "-"
+	if q.Paused {
+		paused = "yes"
+	}
+	if q.DeadLetterQueue != nil {
+		dlq = *q.DeadLetterQueue
+	}
+	return paused, dlq
 }
 
 // table formats rows in columns two spaces apart; columns from numericFrom on are right-aligned.

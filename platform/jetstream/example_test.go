@@ -37,5 +37,5 @@ func ExampleOpen() {
 	fmt.Printf("%+v\n", stats)
 	// Output:
 	// {"url":"/release/x"} attempts=1
-	// [{Queue:page-render Ready:0 Delayed:0 InFlight:0 Paused:false Lost:0 Damage:}]
+	// [{Queue:page-render Ready:0 Delayed:0 InFlight:0 Paused:false Lost:0 Damage: Backlog:<nil>}]
 }

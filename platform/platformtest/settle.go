@@ -158,6 +158,7 @@ func testRetryDelay(t *testing.T, hn Harness) {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, hn)
+			e.needHostRetries()
 			e.mustSend(`"again"`)
 			cc := config(queueName)
 			cc.RetryDelay = time.Second
@@ -190,6 +191,7 @@ func testRetryDelay(t *testing.T, hn Harness) {
 // timestamp and body, attempts starting again at 1.
 func testRetriesThenDeadLetter(t *testing.T, hn Harness) {
 	e := newEnv(t, hn)
+	e.needHostRetries()
 	body := `{"poison":"毒","n":[1,2.5,"\u2028"]}`
 	e.mustSend(body)
 	cc := config(queueName)
@@ -218,6 +220,7 @@ func testRetriesThenDeadLetter(t *testing.T, hn Harness) {
 // Explicit retries count toward max_retries as failures do.
 func testExplicitRetriesCount(t *testing.T, hn Harness) {
 	e := newEnv(t, hn)
+	e.needHostRetries()
 	e.mustSend(`"retry me"`)
 	cc := config(queueName)
 	cc.MaxRetries, cc.DeadLetterQueue = 1, dlqName
@@ -236,6 +239,7 @@ func testExplicitRetriesCount(t *testing.T, hn Harness) {
 // Without a dead-letter queue, an exhausted message is deleted.
 func testRetriesThenDrop(t *testing.T, hn Harness) {
 	e := newEnv(t, hn)
+	e.needHostRetries()
 	e.mustSend(`"doomed"`)
 	cc := config(queueName)
 	cc.MaxRetries = 1
