@@ -14,6 +14,7 @@ import (
 	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/cfapi"
 	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/cloudflare"
 	"github.com/duilie/duilie/platform/jetstream"
 )
 
@@ -113,7 +114,7 @@ func (c *CloudflareAPI) check(getenv func(string) string) error {
 	if _, port, err := net.SplitHostPort(c.Listen); err != nil || !validPort(port) {
 		errs = append(errs, platform.Invalid(c, "Listen"))
 	}
-	if !validAccount(c.AccountID) {
+	if !cloudflare.ValidAccountID(c.AccountID) {
 		errs = append(errs, platform.Invalid(c, "AccountID"))
 	}
 	switch {
@@ -124,18 +125,6 @@ func (c *CloudflareAPI) check(getenv func(string) string) error {
 		errs = append(errs, &platform.FieldError{Field: "TokenEnv", Rule: "names an environment variable that is unset or empty; set it to the API's bearer token"})
 	}
 	return errors.Join(errs...)
-}
-
-func validAccount(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // WithDeliveryDelays returns p with the configuration's delivery delays applied to every send

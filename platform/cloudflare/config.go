@@ -64,7 +64,7 @@ func (c *Config) Kind() string { return Kind }
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field string) { errs = append(errs, platform.Invalid(c, field)) }
-	if !validAccount(c.AccountID) {
+	if !ValidAccountID(c.AccountID) {
 		bad("AccountID")
 	}
 	if c.Token == "" && c.APITokenEnv == "" {
@@ -113,7 +113,9 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-func validAccount(s string) bool {
+// ValidAccountID reports whether s can be an account id in the API's paths: 1–64 letters,
+// digits, '-' or '_' (Cloudflare's own are 32 lowercase hex characters).
+func ValidAccountID(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}
