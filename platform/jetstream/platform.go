@@ -55,6 +55,7 @@ type Platform struct {
 	attached bool           // connected to another process's engine
 	nc       *nats.Conn
 	js       jetstream.JetStream
+	dial     func() (*nats.Conn, error) // another connection to the same engine (Dial)
 
 	mu        sync.Mutex
 	queues    map[string]*queue
@@ -127,6 +128,19 @@ func (p *Platform) LogAttrs() []any {
 	}
 }
 
+// Dial opens another NATS connection to the engine or cluster p uses, with p's credentials,
+// for tools that measure the engine itself beside duilie on the same server (duilie bench
+// --compare-raw). The caller closes it.
+func (p *Platform) Dial() (*nats.Conn, error) {
+	if p.dial == nil {
+		return nil, errors.New("jetstream: the platform is not open")
+	}
+	return p.dial()
+}
+
+// Replicas is how many copies of each queue's messages the engine keeps.
+func (p *Platform) Replicas() int { return p.cfg.Replicas }
+
 // Attached reports whether Open connected to the engine of another process that holds the
 // data directory, rather than running the engine itself.
 func (p *Platform) Attached() bool { return p.attached }
@@ -152,6 +166,7 @@ func (p *Platform) connectCluster() error {
 		return fmt.Errorf("jetstream: connect to %s: %w", p.cfg.URL, err)
 	}
 	p.nc = nc
+	p.dial = func() (*nats.Conn, error) { return nats.Connect(p.cfg.URL, opts...) }
 	return nil
 }
 
@@ -214,6 +229,9 @@ func (p *Platform) attach(rec serveRecord, timeout time.Duration) error {
 		return err
 	}
 	p.nc, p.attached = nc, true
+	p.dial = func() (*nats.Conn, error) {
+		return nats.Connect(rec.URL, nats.Token(rec.Token), nats.Name("duilie-local"), nats.MaxReconnects(0))
+	}
 	return nil
 }
 
@@ -261,6 +279,7 @@ func (p *Platform) startEmbedded(l *dirLock) error {
 		return fmt.Errorf("jetstream: embedded engine: %w", err)
 	}
 	p.srv, p.lock, p.nc = srv, l, nc
+	p.dial = func() (*nats.Conn, error) { return nats.Connect("", connOpts[:len(connOpts):len(connOpts)]...) }
 	if p.cfg.Serve {
 		if err := l.record(serveRecord{URL: srv.ClientURL(), Token: token, PID: os.Getpid()}); err != nil {
 			p.shutdown()
