@@ -373,6 +373,13 @@ func TestSendBatch(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "wrong last sequence") {
 		t.Fatalf("failed batch: %v", err)
 	}
+	// Or refused while staged, before the commit (only the commit asks for a reply): the
+	// commit's reply says so.
+	testHookBatch = func(ms []*nats.Msg) { ms[50].Header.Set(hdrBatchSeq, "70") }
+	err = q.SendBatch(context.Background(), items)
+	if err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Fatalf("batch with a gap: %v", err)
+	}
 	wantStats(t, p, platform.QueueStats{Queue: "q"})
 	nothing(t, c, 1500*time.Millisecond) // past the delayed items' due time
 }

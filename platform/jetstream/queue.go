@@ -194,7 +194,7 @@ func (q *queue) SendBatch(ctx context.Context, items []platform.BatchItem) error
 }
 
 // pubResponse is JetStream's reply to a publish: an error, or the ack of a stored message or
-// of a committed batch. Messages of a batch before its commit get an empty reply.
+// of a committed batch.
 type pubResponse struct {
 	Error *struct {
 		Code        int    `json:"code"`
@@ -207,6 +207,11 @@ type pubResponse struct {
 	Count  int    `json:"count"`
 }
 
+// publishAtomic publishes msgs as one atomic batch. Only the commit asks for a reply, through
+// the connection's shared reply subscription: the server answers a message before the commit
+// only when it has a reply subject, and a batch that failed before its commit (a message
+// refused, a gap) is refused at the commit, so the commit's reply says whether the batch was
+// stored, and why not.
 func (q *queue) publishAtomic(parent context.Context, msgs []*nats.Msg) error {
 	ctx, cancel := context.WithTimeout(parent, publishWait)
 	defer cancel()
@@ -217,62 +222,40 @@ func (q *queue) publishAtomic(parent context.Context, msgs []*nats.Msg) error {
 		return ctx.Err()
 	}
 	nc := q.p.nc
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	defer sub.Unsubscribe()
 	id := nuid.Next()
 	for i, m := range msgs {
 		m.Header[hdrBatchID] = []string{id}
 		m.Header[hdrBatchSeq] = []string{strconv.Itoa(i + 1)}
-		m.Reply = inbox
 	}
-	msgs[len(msgs)-1].Header[hdrBatchCommit] = []string{"1"}
+	commit := msgs[len(msgs)-1]
+	commit.Header[hdrBatchCommit] = []string{"1"}
 	if testHookBatch != nil {
 		testHookBatch(msgs)
 	}
-	for _, m := range msgs {
+	for _, m := range msgs[:len(msgs)-1] {
 		if err := nc.PublishMsg(m); err != nil {
 			return err // the server abandons the incomplete batch
 		}
 	}
-	// One reply per message, in order; the first error is the cause of the others.
-	var first error
-	for i := range msgs {
-		r, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			if first != nil {
-				return first
-			}
-			if parent.Err() == nil && ctx.Err() != nil {
-				err = fmt.Errorf("none within %v", publishWait)
-			}
-			return fmt.Errorf("no acknowledgement of the batch (it may or may not have been stored): %w", err)
+	r, err := nc.RequestMsgWithContext(ctx, commit)
+	if err != nil {
+		if parent.Err() == nil && ctx.Err() != nil {
+			err = fmt.Errorf("none within %v", publishWait)
 		}
-		if len(r.Data) == 0 {
-			if i < len(msgs)-1 {
-				continue
-			}
-			if first == nil {
-				first = errors.New("empty acknowledgement of the batch commit")
-			}
-			continue
-		}
-		var resp pubResponse
-		if err := json.Unmarshal(r.Data, &resp); err != nil {
-			if first == nil {
-				first = fmt.Errorf("unreadable acknowledgement: %q", r.Data)
-			}
-			continue
-		}
-		if resp.Error != nil && first == nil {
-			first = fmt.Errorf("nats: %s (error %d)", resp.Error.Description, resp.Error.ErrCode)
-		}
-		if i == len(msgs)-1 && resp.Error == nil && first == nil && resp.Count != len(msgs) {
-			first = fmt.Errorf("batch commit stored %d of %d messages", resp.Count, len(msgs))
-		}
+		return fmt.Errorf("no acknowledgement of the batch (it may or may not have been stored): %w", err)
 	}
-	return first
+	if len(r.Data) == 0 {
+		return errors.New("empty acknowledgement of the batch commit")
+	}
+	var resp pubResponse
+	if err := json.Unmarshal(r.Data, &resp); err != nil {
+		return fmt.Errorf("unreadable acknowledgement: %q", r.Data)
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("nats: %s (error %d)", resp.Error.Description, resp.Error.ErrCode)
+	}
+	if resp.Count != len(msgs) {
+		return fmt.Errorf("batch commit stored %d of %d messages", resp.Count, len(msgs))
+	}
+	return nil
 }
