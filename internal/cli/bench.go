@@ -46,6 +46,7 @@ type benchOptions struct {
 	sync          string
 	json          bool
 	compareRaw    bool
+	prefill       bool
 }
 
 func newBench() *cobra.Command {
@@ -97,6 +98,7 @@ waiting for a confirmation; and prints duilie's rates as a share of each.`,
 	f.IntVar(&o.delay, "delay", 1, "the delay of delayed messages, in seconds (1–43200)")
 	f.StringVar(&o.sync, "sync", "", `"always" to fsync every write (embedded engine); default: the configured sync, or "interval"`)
 	f.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
+	f.BoolVar(&o.prefill, "prefill", false, "send everything first, then start the consumer (measures consuming alone)")
 	f.BoolVar(&o.compareRaw, "compare-raw", false, "also run raw nats.go doing the same work on the same server (jetstream platform)")
 	return c
 }
@@ -143,6 +145,7 @@ type benchRun struct {
 	SendRate       float64         `json:"send_msgs_per_s"`
 	EndToEndSecs   float64         `json:"end_to_end_seconds"`
 	EndToEndRate   float64         `json:"end_to_end_msgs_per_s"`
+	ConsumeRate    float64         `json:"consume_msgs_per_s"`        // from the consumer's start to the last settlement
 	SendLatency    *benchLatency   `json:"send_call_latency_ms"`      // per Send or SendBatch call
 	Latency        *benchLatency   `json:"enqueue_to_handler_ms"`     // immediate messages
 	Lateness       *benchLatency   `json:"delayed_due_to_handler_ms"` // delayed messages
@@ -187,6 +190,7 @@ type benchResult struct {
 	Concurrency   int        `json:"concurrency"`
 	Delayed       float64    `json:"delayed"`
 	Delay         int        `json:"delay_seconds"`
+	Prefill       bool       `json:"prefill"`
 	Sync          string     `json:"sync,omitempty"`
 	CPUs          int        `json:"cpus"`
 	Runs          []benchRun `json:"runs"`
@@ -238,7 +242,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	}
 
 	res := &benchResult{Platform: desc, Producers: o.producers, Batch: o.batch, Size: o.size,
-		ConsumerBatch: o.consumerBatch, Concurrency: o.concurrency, Delayed: o.delayed, Delay: o.delay,
+		ConsumerBatch: o.consumerBatch, Concurrency: o.concurrency, Delayed: o.delayed, Delay: o.delay, Prefill: o.prefill,
 		Sync: sync, CPUs: runtime.NumCPU()}
 	if o.duration > 0 {
 		res.Duration = o.duration.String()
@@ -265,6 +269,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 			ratio[r.Name] = map[string]float64{
 				"send":       round3(ours.SendRate / r.SendRate),
 				"end_to_end": round3(ours.EndToEndRate / r.EndToEndRate),
+				"consume":    round3(ours.ConsumeRate / r.ConsumeRate),
 			}
 		}
 		res.Runs[0].Ratio = ratio
@@ -401,20 +406,26 @@ func benchDuilie(ctx context.Context, o benchOptions, p platform.Platform, stder
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = o.consumerBatch, 10*time.Millisecond, o.concurrency
 	cc.MaxRetries = 0
 	consumed := make(chan error, 1)
-	go func() {
-		consumed <- h.Consume(ctx, cc, func(ev *host.Event) error {
-			b, err := duilie.ReadBatchOf[string](ev)
-			if err != nil {
-				return err
+	program := func(ev *host.Event) error {
+		b, err := duilie.ReadBatchOf[string](ev)
+		if err != nil {
+			return err
+		}
+		for _, msg := range b.Messages {
+			if strings.HasPrefix(msg.Body, "d") {
+				m.delayed.Store(msg.ID, true)
 			}
-			for _, msg := range b.Messages {
-				if strings.HasPrefix(msg.Body, "d") {
-					m.delayed.Store(msg.ID, true)
-				}
-			}
-			return nil
-		})
-	}()
+		}
+		return nil
+	}
+	var consumeStart time.Time
+	startConsumer := func() {
+		consumeStart = time.Now()
+		go func() { consumed <- h.Consume(ctx, cc, program) }()
+	}
+	if !o.prefill {
+		startConsumer()
+	}
 
 	pl := &benchPlan{count: o.count}
 	cpu0 := cpuTime()
@@ -476,6 +487,9 @@ func benchDuilie(ctx context.Context, o benchOptions, p platform.Platform, stder
 		stopProgress()
 		return nil, &exitError{exitUnavailable, fmt.Errorf("bench: sending: %w", *e)}
 	}
+	if o.prefill {
+		startConsumer()
+	}
 	total := m.sent.Load()
 	err = waitSettled(ctx, m, total, consumed, o)
 	stopProgress()
@@ -484,17 +498,18 @@ func benchDuilie(ctx context.Context, o benchOptions, p platform.Platform, stder
 	}
 	cancel()
 	<-consumed
-	return m.result("duilie", start, sendTook, cpu0), nil
+	return m.result("duilie", start, consumeStart, sendTook, cpu0), nil
 }
 
 // result is what m measured of a run that started at start, took sendTook to send, and began
 // with the process's CPU time at cpu0.
-func (m *benchMeter) result(name string, start time.Time, sendTook, cpu0 time.Duration) *benchRun {
+func (m *benchMeter) result(name string, start, consumeStart time.Time, sendTook, cpu0 time.Duration) *benchRun {
 	total := m.sent.Load()
 	e2e := time.Unix(0, m.lastSettled.Load()).Sub(start)
+	consume := time.Unix(0, m.lastSettled.Load()).Sub(consumeStart)
 	r := &benchRun{Name: name, Messages: int(total), SendSeconds: sendTook.Seconds(),
 		SendRate: float64(total) / sendTook.Seconds(), EndToEndSecs: e2e.Seconds(),
-		EndToEndRate: float64(total) / e2e.Seconds(), Redelivered: int(m.redelivered.Load()),
+		EndToEndRate: float64(total) / e2e.Seconds(), ConsumeRate: float64(total) / consume.Seconds(), Redelivered: int(m.redelivered.Load()),
 		CPUPerMessage: float64((cpuTime() - cpu0).Microseconds()) / float64(max(total, 1)),
 		PeakRSS:       ownPeakRSS()}
 	m.mu.Lock()
@@ -584,7 +599,7 @@ func benchRaw(ctx context.Context, o benchOptions, p *jetstream.Platform, n int,
 		return fail(err)
 	}
 	m := newBenchMeter()
-	cc, err := cons.Consume(func(msg natsjs.Msg) {
+	handle := func(msg natsjs.Msg) {
 		if t, err := strconv.ParseInt(msg.Headers().Get("Bench-Time"), 10, 64); err == nil {
 			lag := time.Since(time.Unix(0, t))
 			m.mu.Lock()
@@ -593,11 +608,28 @@ func benchRaw(ctx context.Context, o benchOptions, p *jetstream.Platform, n int,
 		}
 		_ = msg.Ack()
 		m.settle(1)
-	}, natsjs.PullMaxMessages(o.consumerBatch*o.concurrency))
-	if err != nil {
-		return fail(err)
 	}
-	defer cc.Stop()
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	var consumeStart time.Time
+	startConsumer := func() error {
+		consumeStart = time.Now()
+		cc, err := cons.Consume(handle, natsjs.PullMaxMessages(o.consumerBatch*o.concurrency))
+		if err != nil {
+			return err
+		}
+		stops = append(stops, cc.Stop)
+		return nil
+	}
+	if !o.prefill {
+		if err := startConsumer(); err != nil {
+			return fail(err)
+		}
+	}
 
 	body := []byte(benchBody(o.size))
 	msgOf := func() *nats.Msg {
@@ -633,12 +665,18 @@ func benchRaw(ctx context.Context, o benchOptions, p *jetstream.Platform, n int,
 		stopProgress()
 		return fail(*e)
 	}
+	if o.prefill {
+		if err := startConsumer(); err != nil {
+			stopProgress()
+			return fail(err)
+		}
+	}
 	err = waitSettled(ctx, m, m.sent.Load(), make(chan error), o)
 	stopProgress()
 	if err != nil {
 		return nil, err
 	}
-	r := m.result(name, start, sendTook, cpu0)
+	r := m.result(name, start, consumeStart, sendTook, cpu0)
 	if async && o.batch <= 1 {
 		r.Note = "no send-call latency: a window of 4096 publishes in flight"
 	}
@@ -816,6 +854,9 @@ func (r *benchResult) table() string {
 	if r.Delayed > 0 {
 		fmt.Fprintf(&b, "; %.0f%% delayed %d s", 100*r.Delayed, r.Delay)
 	}
+	if r.Prefill {
+		b.WriteString("; the consumer started once all were sent")
+	}
 	b.WriteString("\n\n")
 	ms := func(l *benchLatency, f func(*benchLatency) float64) string {
 		if l == nil {
@@ -825,9 +866,9 @@ func (r *benchResult) table() string {
 	}
 	p50 := func(l *benchLatency) float64 { return l.P50 }
 	p99 := func(l *benchLatency) float64 { return l.P99 }
-	rows := [][]string{{"run", "messages", "send msgs/s", "end-to-end msgs/s", "send call p50", "send call p99", "enqueue→handler p50", "enqueue→handler p99", "CPU/msg", "peak RSS"}}
+	rows := [][]string{{"run", "messages", "send msgs/s", "end-to-end msgs/s", "consume msgs/s", "send call p50", "send call p99", "enqueue→handler p50", "enqueue→handler p99", "CPU/msg", "peak RSS"}}
 	for _, run := range r.Runs {
-		rows = append(rows, []string{run.Name, itoa(run.Messages), fmtRate(run.SendRate), fmtRate(run.EndToEndRate),
+		rows = append(rows, []string{run.Name, itoa(run.Messages), fmtRate(run.SendRate), fmtRate(run.EndToEndRate), fmtRate(run.ConsumeRate),
 			ms(run.SendLatency, p50), ms(run.SendLatency, p99), ms(run.Latency, p50), ms(run.Latency, p99),
 			fmt.Sprintf("%.0fµs", run.CPUPerMessage), fmt.Sprintf("%.0f MB", float64(run.PeakRSS)/1e6)})
 	}
@@ -843,8 +884,8 @@ func (r *benchResult) table() string {
 	if len(r.Runs) > 1 {
 		b.WriteString("\n")
 		for _, raw := range r.Runs[1:] {
-			fmt.Fprintf(&b, "duilie / %s: send %.0f%%, end to end %.0f%%\n", raw.Name,
-				100*ours.SendRate/raw.SendRate, 100*ours.EndToEndRate/raw.EndToEndRate)
+			fmt.Fprintf(&b, "duilie / %s: send %.0f%%, end to end %.0f%%, consume %.0f%%\n", raw.Name,
+				100*ours.SendRate/raw.SendRate, 100*ours.EndToEndRate/raw.EndToEndRate, 100*ours.ConsumeRate/raw.ConsumeRate)
 		}
 		b.WriteString("(raw runs send no delayed messages; their consumer acks without waiting for a confirmation)\n")
 	}

@@ -33,6 +33,7 @@ func TestBenchJSONCompareRaw(t *testing.T) {
 		Concurrency   int     `json:"concurrency"`
 		Delayed       float64 `json:"delayed"`
 		Delay         int     `json:"delay_seconds"`
+		Prefill       bool    `json:"prefill"`
 		Sync          string  `json:"sync"`
 		CPUs          int     `json:"cpus"`
 		Runs          []struct {
@@ -42,6 +43,7 @@ func TestBenchJSONCompareRaw(t *testing.T) {
 			SendRate     float64                       `json:"send_msgs_per_s"`
 			EndToEndSecs float64                       `json:"end_to_end_seconds"`
 			EndToEndRate float64                       `json:"end_to_end_msgs_per_s"`
+			ConsumeRate  float64                       `json:"consume_msgs_per_s"`
 			SendCalls    int                           `json:"send_calls"`
 			SendLatency  *benchLatency                 `json:"send_call_latency_ms"`
 			Latency      *benchLatency                 `json:"enqueue_to_handler_ms"`
@@ -78,7 +80,7 @@ func TestBenchJSONCompareRaw(t *testing.T) {
 		t.Errorf("%d redeliveries", ours.Redelivered)
 	}
 	for _, r := range res.Runs {
-		if r.Messages != 300 || r.SendRate <= 0 || r.EndToEndRate <= 0 || r.CPU <= 0 || r.PeakRSS <= 0 {
+		if r.Messages != 300 || r.SendRate <= 0 || r.EndToEndRate <= 0 || r.ConsumeRate <= 0 || r.CPU <= 0 || r.PeakRSS <= 0 {
 			t.Errorf("%s: %+v", r.Name, r)
 		}
 		if r.Name != "duilie" && (r.Latency == nil || r.Latency.N != 300 || r.Lateness != nil) {
@@ -86,7 +88,7 @@ func TestBenchJSONCompareRaw(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{"raw js.Publish", "raw PublishAsync"} {
-		if s := ours.Ratio[raw]; s["send"] <= 0 || s["end_to_end"] <= 0 {
+		if s := ours.Ratio[raw]; s["send"] <= 0 || s["end_to_end"] <= 0 || s["consume"] <= 0 {
 			t.Errorf("share of %s: %v", raw, ours.Ratio)
 		}
 	}
@@ -106,7 +108,7 @@ func TestBenchConfigTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	code := Run(context.Background(), Options{}, []string{"bench", "--config", cfg, "--count", "200", "--producers", "3", "--sync", "always"},
+	code := Run(context.Background(), Options{}, []string{"bench", "--config", cfg, "--count", "200", "--producers", "3", "--sync", "always", "--prefill"},
 		nil, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
@@ -114,8 +116,8 @@ func TestBenchConfigTable(t *testing.T) {
 	out := stdout.String()
 	t.Logf("\n%s", out)
 	if !strings.HasPrefix(out, "duilie bench: configured platform ("+cfg+"), sync always, ") ||
-		!strings.Contains(out, "  200 messages of 200 B, 3 producers, Send; consumer batches of up to 100, 4 at once\n") ||
-		!regexp.MustCompile(`(?m)^duilie\s+200\s+[\d,]+\s+[\d,]+\s+\S+ms`).MatchString(out) || strings.Contains(out, "raw") {
+		!strings.Contains(out, "  200 messages of 200 B, 3 producers, Send; consumer batches of up to 100, 4 at once; the consumer started once all were sent\n") ||
+		!regexp.MustCompile(`(?m)^duilie\s+200\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+\S+ms`).MatchString(out) || strings.Contains(out, "raw") {
 		t.Errorf("table:\n%s", out)
 	}
 	stdout.Reset()
