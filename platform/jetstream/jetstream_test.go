@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -771,5 +773,79 @@ func TestDelayOfADay(t *testing.T) {
 	// No limit (0) or one beyond the delay and the retention: the schedule is never dropped.
 	if age := st.CachedInfo().Config.MaxAge; age != 0 && age < 24*time.Hour+p.cfg.Retention {
 		t.Errorf("stream MaxAge %v would drop the schedule before it is due and retained", age)
+	}
+}
+
+// The confirmer asks every ack for a reply on a cluster, and only the last one on a single
+// server, where the last one's reply confirms every earlier one; either way a call returns once
+// the replies it asked for came.
+func TestConfirmerReplies(t *testing.T) {
+	p := open(t, Config{})
+	var mu sync.Mutex
+	var withReply, without []string
+	sub, err := p.nc.Subscribe("acks.*", func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Reply == "" {
+			without = append(without, m.Subject)
+			return
+		}
+		withReply = append(withReply, m.Subject)
+		_ = m.Respond(nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	replies := []string{"acks.1", "acks.2", "acks.3", "acks.4"}
+	for _, ordered := range []bool{false, true} {
+		withReply, without = nil, nil
+		cf, err := newConfirmer(p.nc, ordered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = cf.send(ctx, replies, ackAck)
+		cancel()
+		cf.close()
+		mu.Lock()
+		want := [2][]string{replies, nil}
+		if ordered {
+			want = [2][]string{{"acks.4"}, {"acks.1", "acks.2", "acks.3"}}
+		}
+		if err != nil || !slices.Equal(withReply, want[0]) || !slices.Equal(without, want[1]) {
+			t.Errorf("ordered %v: %v; with a reply %v, without %v", ordered, err, withReply, without)
+		}
+		mu.Unlock()
+	}
+}
+
+// On the embedded engine, once Settle returns, every ack of the settlement has been applied:
+// the acked messages are gone from the stream at once.
+func TestSettleAppliedOnReturn(t *testing.T) {
+	p := open(t, Config{})
+	q := queueOf(t, p, "q")
+	items := make([]platform.BatchItem, 100)
+	for i := range items {
+		items[i] = platform.BatchItem{Body: []byte(strconv.Itoa(i)), ContentType: platform.JSON}
+	}
+	for range 5 {
+		if err := q.SendBatch(context.Background(), items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := p.Consume(context.Background(), "q", platform.ConsumerOptions{MaxBatchSize: 100, MaxConcurrency: 5, AckWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ds := receiveAll(t, c, 500, 10*time.Second)
+	settle(t, c, "q", platform.Action{Kind: platform.Done}, ds...)
+	info, err := p.js.Stream(context.Background(), streamName("q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 0 {
+		t.Errorf("%d messages left in the stream when Settle returned", n)
 	}
 }
