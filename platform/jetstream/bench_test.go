@@ -323,3 +323,104 @@ func BenchmarkPendingHeap(b *testing.B) {
 		p.Close()
 	}
 }
+
+// BenchmarkBatchDesigns weighs ways to store a batch of 100 all or nothing, sending only (the
+// consumer side is the same for all three), 32 producers, b.N batches of 100 × 200 B each, the
+// designs taking turns on one engine:
+//
+//   - atomic: Queue.SendBatch, JetStream's atomic batch (what duilie does);
+//   - envelope: the batch stored first as one message on a subject no consumer reads (the
+//     commit point), then its messages published in a pipeline with deduplication ids, then
+//     the envelope deleted; a crash in between would leave the envelope for a recovery to
+//     finish (not built: this measures what the design would cost);
+//   - pipelined: the messages published in a pipeline with deduplication ids and nothing else
+//     (not all or nothing: a failure in the middle leaves part of the batch).
+//
+// It reports each design's msgs/s.
+func BenchmarkBatchDesigns(b *testing.B) {
+	p := open(b, Config{})
+	q, err := p.queue(context.Background(), "designs")
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := p.js.Stream(context.Background(), streamName("designs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	items := make([]platform.BatchItem, benchBatch)
+	for i := range items {
+		items[i] = platform.BatchItem{Body: []byte(benchBody), ContentType: platform.JSON}
+	}
+	build := func(id string) []*nats.Msg {
+		ms := make([]*nats.Msg, len(items))
+		now := time.Now().UnixMilli()
+		for i, it := range items {
+			ms[i] = q.message(envelope{id: platform.NewMessageID(), time: now, ctype: it.ContentType}, it.Body, 0)
+			ms[i].Header[hdrMsgID] = []string{id + "." + strconv.Itoa(i)}
+		}
+		return ms
+	}
+	pipeline := func(ctx context.Context, ms []*nats.Msg) error {
+		fs := make([]jetstream.PubAckFuture, len(ms))
+		for i, m := range ms {
+			f, err := p.js.PublishMsgAsync(m)
+			if err != nil {
+				return err
+			}
+			fs[i] = f
+		}
+		for _, f := range fs {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	designs := []struct {
+		name string
+		send func(ctx context.Context) error
+	}{
+		{"atomic", func(ctx context.Context) error { return q.SendBatch(ctx, items) }},
+		{"envelope", func(ctx context.Context) error {
+			id := platform.NewMessageID()
+			ms := build(id)
+			var env strings.Builder
+			for _, m := range ms { // stands in for an encoding of subjects, headers and bodies
+				env.WriteString(m.Subject)
+				env.Write(m.Data)
+			}
+			ack, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: subjectPrefix + "designs.b", Data: []byte(env.String()),
+				Header: nats.Header{hdrMsgID: []string{id}}})
+			if err != nil {
+				return err
+			}
+			if err := pipeline(ctx, ms); err != nil {
+				return err
+			}
+			return st.DeleteMsg(ctx, ack.Sequence)
+		}},
+		{"pipelined", func(ctx context.Context) error { return pipeline(ctx, build(platform.NewMessageID())) }},
+	}
+	took := make([]time.Duration, len(designs))
+	ctx := context.Background()
+	b.ResetTimer()
+	for round := range 2 {
+		for i := range designs {
+			d := designs[(i+round)%len(designs)]
+			start := time.Now()
+			produce(max(b.N/2, 1), func(int) error { return d.send(ctx) })
+			took[(i+round)%len(designs)] += time.Since(start)
+			if err := st.Purge(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	for i, d := range designs {
+		b.ReportMetric(float64(2*max(b.N/2, 1)*benchBatch)/took[i].Seconds(), d.name+"-msgs/s")
+	}
+}
