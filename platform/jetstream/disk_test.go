@@ -129,14 +129,14 @@ func TestSendBatchFullDisk(t *testing.T) {
 func TestBatchAckWait(t *testing.T) {
 	p := open(t, Config{})
 	q := queueOf(t, p, "q")
-	// The commit goes where something listens and never answers, as an engine that stopped.
+	// The batch goes where something listens and never answers, as an engine that stopped.
 	silent, err := p.nc.SubscribeSync("silent.commit")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer silent.Unsubscribe()
-	testHookBatch = func(ms []*nats.Msg) { ms[len(ms)-1].Subject = "silent.commit" } // not parallel: a global
-	defer func() { testHookBatch = nil }()
+	testHookEnvelope = func(m *nats.Msg) { m.Subject = "silent.commit" } // not parallel: a global
+	defer func() { testHookEnvelope = nil }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -107,6 +107,17 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 			return nil, fmt.Errorf("jetstream: taking account of %s: %w", cfg.DataDir, err)
 		}
 	}
+	// Batches whose sender stopped after storing them get their messages: on the embedded
+	// engine by whoever runs it, on a cluster by every serve that starts.
+	if p.srv != nil || serving {
+		n, err := p.finishBatches(ctx)
+		if n > 0 {
+			p.log.Warn("jetstream: batches stored by a sender that stopped before their messages were all stored are complete now", "batches", n)
+		}
+		if err != nil {
+			p.log.Error("jetstream: finishing stored batches", "err", err)
+		}
+	}
 	if serving {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -447,14 +458,16 @@ func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueS
 	if err != nil {
 		return s, err
 	}
-	// The subject filter makes the server count the ready subject alone.
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(readySubject(name)))
+	// The subject filter makes the server count the ready subject and batch envelopes alone
+	// (schedule subjects have one token more).
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjectPrefix+name+".*"))
 	if err != nil {
 		return s, err
 	}
 	// The subject's count can outlive messages a damaged store lost: never more than there are.
 	ready := min(int64(info.State.Subjects[readySubject(name)]), int64(info.State.Msgs))
-	s.Delayed = max(int64(info.State.Msgs)-ready, 0) // schedule messages: pending sends and retries
+	envelopes := int64(info.State.Subjects[envelopeSubject(name)]) // a batch's messages are counted once stored
+	s.Delayed = max(int64(info.State.Msgs)-ready-envelopes, 0)     // schedule messages: pending sends and retries
 	if ci, err := st.Consumer(ctx, consumerName); err == nil {
 		s.InFlight = int64(ci.CachedInfo().NumAckPending)
 		s.Paused = ci.CachedInfo().Paused
