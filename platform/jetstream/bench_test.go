@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/host"
@@ -328,11 +329,11 @@ func BenchmarkPendingHeap(b *testing.B) {
 // consumer side is the same for all three), 32 producers, b.N batches of 100 × 200 B each, the
 // designs taking turns on one engine:
 //
-//   - atomic: Queue.SendBatch, JetStream's atomic batch (what duilie does);
-//   - envelope: the batch stored first as one message on a subject no consumer reads (the
-//     commit point), then its messages published in a pipeline with deduplication ids, then
-//     the envelope deleted; a crash in between would leave the envelope for a recovery to
-//     finish (not built: this measures what the design would cost);
+//   - atomic: JetStream's atomic batch (what duilie did before batch.go): the messages with
+//     Nats-Batch-Id and Nats-Batch-Sequence, the last one committing and asking for the reply;
+//   - envelope: Queue.SendBatch, the batch stored first as one message on a subject no
+//     consumer reads (the commit point), then its messages published in a pipeline with
+//     deduplication ids, then the envelope deleted (batch.go);
 //   - pipelined: the messages published in a pipeline with deduplication ids and nothing else
 //     (not all or nothing: a failure in the middle leaves part of the batch).
 //
@@ -384,25 +385,31 @@ func BenchmarkBatchDesigns(b *testing.B) {
 		name string
 		send func(ctx context.Context) error
 	}{
-		{"atomic", func(ctx context.Context) error { return q.SendBatch(ctx, items) }},
-		{"envelope", func(ctx context.Context) error {
-			id := platform.NewMessageID()
-			ms := build(id)
-			var env strings.Builder
-			for _, m := range ms { // stands in for an encoding of subjects, headers and bodies
-				env.WriteString(m.Subject)
-				env.Write(m.Data)
+		{"atomic", func(ctx context.Context) error {
+			ms := build(platform.NewMessageID())
+			id := nuid.Next()
+			for i, m := range ms {
+				delete(m.Header, hdrMsgID)
+				m.Header["Nats-Batch-Id"] = []string{id}
+				m.Header["Nats-Batch-Sequence"] = []string{strconv.Itoa(i + 1)}
 			}
-			ack, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: subjectPrefix + "designs.b", Data: []byte(env.String()),
-				Header: nats.Header{hdrMsgID: []string{id}}})
+			commit := ms[len(ms)-1]
+			commit.Header["Nats-Batch-Commit"] = []string{"1"}
+			for _, m := range ms[:len(ms)-1] {
+				if err := p.nc.PublishMsg(m); err != nil {
+					return err
+				}
+			}
+			r, err := p.nc.RequestMsgWithContext(ctx, commit)
 			if err != nil {
 				return err
 			}
-			if err := pipeline(ctx, ms); err != nil {
-				return err
+			if !strings.Contains(string(r.Data), `"count":100`) {
+				return fmt.Errorf("batch not stored: %s", r.Data)
 			}
-			return st.DeleteMsg(ctx, ack.Sequence)
+			return nil
 		}},
+		{"envelope", func(ctx context.Context) error { return q.SendBatch(ctx, items) }},
 		{"pipelined", func(ctx context.Context) error { return pipeline(ctx, build(platform.NewMessageID())) }},
 	}
 	took := make([]time.Duration, len(designs))
