@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,7 @@ type benchOptions struct {
 	json          bool
 	compareRaw    bool
 	prefill       bool
+	cpuProfile    string
 }
 
 func newBench() *cobra.Command {
@@ -98,6 +100,7 @@ waiting for a confirmation; and prints duilie's rates as a share of each.`,
 	f.IntVar(&o.delay, "delay", 1, "the delay of delayed messages, in seconds (1–43200)")
 	f.StringVar(&o.sync, "sync", "", `"always" to fsync every write (embedded engine); default: the configured sync, or "interval"`)
 	f.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the duilie run to this file (go tool pprof reads it)")
 	f.BoolVar(&o.prefill, "prefill", false, "send everything first, then start the consumer (measures consuming alone)")
 	f.BoolVar(&o.compareRaw, "compare-raw", false, "also run raw nats.go doing the same work on the same server (jetstream platform)")
 	return c
@@ -250,7 +253,18 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		res.Count = o.count
 	}
 
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return &exitError{exitIOErr, err}
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return &exitError{exitIOErr, err}
+		}
+	}
 	ours, err := benchDuilie(ctx, o, p, stderr)
+	pprof.StopCPUProfile()
 	if err != nil {
 		return err
 	}

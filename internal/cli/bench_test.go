@@ -108,7 +108,8 @@ func TestBenchConfigTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	code := Run(context.Background(), Options{}, []string{"bench", "--config", cfg, "--count", "200", "--producers", "3", "--sync", "always", "--prefill"},
+	code := Run(context.Background(), Options{}, []string{"bench", "--config", cfg, "--count", "200", "--producers", "3", "--sync", "always", "--prefill",
+		"--cpuprofile", filepath.Join(dir, "cpu.prof")},
 		nil, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
@@ -119,6 +120,9 @@ func TestBenchConfigTable(t *testing.T) {
 		!strings.Contains(out, "  200 messages of 200 B, 3 producers, Send; consumer batches of up to 100, 4 at once; the consumer started once all were sent\n") ||
 		!regexp.MustCompile(`(?m)^duilie\s+200\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+\S+ms`).MatchString(out) || strings.Contains(out, "raw") {
 		t.Errorf("table:\n%s", out)
+	}
+	if info, err := os.Stat(filepath.Join(dir, "cpu.prof")); err != nil || info.Size() == 0 {
+		t.Errorf("no CPU profile: %v", err)
 	}
 	stdout.Reset()
 	if code := Run(context.Background(), Options{}, []string{"queues", "--config", cfg}, nil, &stdout, &stderr); code != 0 ||
