@@ -726,7 +726,7 @@ func rawBatchProducer(ctx context.Context, nc *nats.Conn, pl *benchPlan, m *benc
 		t0 := time.Now()
 		fs = fs[:0]
 		for range n {
-			f, err := js.PublishMsgAsync(msgOf())
+			f, err := js.PublishMsgAsync(msgOf(), natsjs.WithStallWait(time.Minute))
 			if err != nil {
 				return err
 			}
@@ -758,7 +758,8 @@ func rawWindowProducer(ctx context.Context, nc *nats.Conn, pl *benchPlan, m *ben
 		if _, n := pl.take(1); n == 0 {
 			break
 		}
-		if _, err := js.PublishMsgAsync(msgOf()); err != nil {
+		// A full window waits for room, as long as the run may stall.
+		if _, err := js.PublishMsgAsync(msgOf(), natsjs.WithStallWait(time.Minute)); err != nil {
 			return err
 		}
 		m.sent.Add(1)
