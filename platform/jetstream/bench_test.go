@@ -204,7 +204,7 @@ func BenchmarkSend(b *testing.B) {
 // BenchmarkDelayedLateness enqueues delayed messages due uniformly over a window (all pending
 // before the first is due), consumes them through the host with max_batch_timeout 0, and reports
 // how late each arrived in the program: 10k over 10 s, and, with DUILIE_BENCH_LONG=1, 100k over
-// 60 s. Delays are any duration here (the interface's are whole seconds) so that due times spread
+// 60 s and 200k over 120 s. Delays are any duration here (the interface's are whole seconds) so that due times spread
 // evenly.
 func BenchmarkDelayedLateness(b *testing.B) {
 	cases := []struct {
@@ -215,7 +215,10 @@ func BenchmarkDelayedLateness(b *testing.B) {
 		cases = append(cases, struct {
 			n      int
 			window time.Duration
-		}{100_000, 60 * time.Second})
+		}{100_000, 60 * time.Second}, struct {
+			n      int
+			window time.Duration
+		}{200_000, 120 * time.Second})
 	}
 	for _, tc := range cases {
 		b.Run(fmt.Sprintf("%dk-over-%v", tc.n/1000, tc.window), func(b *testing.B) {
