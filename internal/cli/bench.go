@@ -420,7 +420,13 @@ func benchDuilie(ctx context.Context, o benchOptions, p platform.Platform, stder
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = o.consumerBatch, 10*time.Millisecond, o.concurrency
 	cc.MaxRetries = 0
 	consumed := make(chan error, 1)
+	// The program reads its batch, as every program does; it decodes the bodies only to tell
+	// delayed messages apart (raw consumers decode nothing).
 	program := func(ev *host.Event) error {
+		if o.delayed == 0 {
+			_, err := duilie.ReadBatch(ev)
+			return err
+		}
 		b, err := duilie.ReadBatchOf[string](ev)
 		if err != nil {
 			return err
