@@ -434,3 +434,50 @@ func BenchmarkBatchDesigns(b *testing.B) {
 		b.ReportMetric(float64(2*max(b.N/2, 1)*benchBatch)/took[i].Seconds(), d.name+"-msgs/s")
 	}
 }
+
+// BenchmarkSendParts splits the cost of Queue.Send (issue 10, item 1): 32 producers publish b.N
+// messages of 200 B synchronously, twice each, the parts taking turns on one engine, to a plain
+// work-queue stream, to it with duilie's headers (Duilie-Id, -Time, -Type), to a queue's stream
+// (duilie's stream configuration: schedules, atomic publish and TTLs allowed, a two-minute
+// duplicate window) without headers, and through Queue.Send (headers, the disk-space check, the
+// acknowledgement bounded at 5 s). It reports each rate.
+func BenchmarkSendParts(b *testing.B) {
+	p := open(b, Config{})
+	ctx := context.Background()
+	q, err := p.queue(ctx, "parts")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.js.CreateStream(ctx, jetstream.StreamConfig{Name: "PLAIN", Subjects: []string{"plain"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(benchBody)
+	parts := []struct {
+		name string
+		send func() error
+	}{
+		{"plain", func() error { _, err := p.js.Publish(ctx, "plain", body); return err }},
+		{"plain+headers", func() error {
+			m := q.message(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli()}, body, 0)
+			m.Subject = "plain"
+			_, err := p.js.PublishMsg(ctx, m)
+			return err
+		}},
+		{"queue-stream", func() error { _, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: q.ready, Data: body}); return err }},
+		{"Queue.Send", func() error { return q.Send(ctx, body, platform.SendOptions{ContentType: platform.JSON}) }},
+	}
+	took := make([]time.Duration, len(parts))
+	b.ResetTimer()
+	for range 2 {
+		for i, part := range parts {
+			start := time.Now()
+			produce(b.N, func(int) error { return part.send() })
+			took[i] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	for i, part := range parts {
+		b.ReportMetric(float64(2*b.N)/took[i].Seconds(), part.name+"-msgs/s")
+	}
+}
