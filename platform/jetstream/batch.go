@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -188,16 +189,25 @@ func (p *Platform) dropEnvelope(ctx context.Context, queue string, seq uint64) {
 	}
 }
 
-// finishBatches publishes the messages of every batch whose envelope is still stored (its sender
-// stopped before deleting it), then deletes the envelope. It returns how many batches it
-// finished.
+// staleBatch is how old an envelope must be before a serving process's sweep finishes it: a
+// live sender has given up on it long before (publishWait), so the sweep does not race one.
+// (Nanoseconds; tests shorten it while a sweep runs.)
+var staleBatch atomic.Int64
+
+func init() { staleBatch.Store(int64(30 * time.Second)) }
+
+// finishBatches publishes the messages of every batch whose envelope, stored before storedBefore
+// (the zero time: any), is still there (its sender stopped before deleting it), then deletes the
+// envelope. It returns how many batches it finished. It runs when the embedded engine opens,
+// when a serve starts on a cluster, and at every sweep of a serving process (for envelopes older
+// than staleBatch: a local command attached to a serve may be killed in the middle of a batch).
 //
 // A queue with damage on record (lost.json) is left as it is: a damaged block file can lose an
 // envelope's deletion as well as its messages, and finishing the batch would store again
 // messages that were consumed long ago, while the damage report counts them lost. Its batches
 // are finished at the first open after lost.json is deleted (at least once, like everything a
 // damaged store gives back).
-func (p *Platform) finishBatches(ctx context.Context) (int, error) {
+func (p *Platform) finishBatches(ctx context.Context, storedBefore time.Time) (int, error) {
 	names, err := p.queueNames(ctx)
 	if err != nil {
 		return 0, err
@@ -227,6 +237,9 @@ func (p *Platform) finishBatches(ctx context.Context) (int, error) {
 			}
 			for _, m := range ms {
 				from = m.seq + 1
+				if at, err := time.Parse(time.RFC3339Nano, m.msg.Header.Get(jetstream.TimeStampHeaer)); !storedBefore.IsZero() && (err != nil || !at.Before(storedBefore)) {
+					continue
+				}
 				var env batchEnvelope
 				if err := json.Unmarshal(m.msg.Data, &env); err != nil {
 					errs = append(errs, fmt.Errorf("queue %s: the batch at sequence %d is unreadable: %w", name, m.seq, err))

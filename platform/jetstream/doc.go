@@ -83,7 +83,8 @@
 // own, and the envelope is deleted. An envelope the server refuses leaves nothing behind; an
 // envelope whose acknowledgement was lost (a timeout) may or may not have been stored, like any
 // send. A sender that stops after the envelope was stored leaves it, and the next open of the
-// embedded engine (or the next serve started on a cluster) publishes its messages again, the
+// embedded engine (or the next serve started on a cluster, or a serving process's sweep, for
+// envelopes over 30 s old) publishes its messages again, the
 // ones already stored deduplicated within the stream's two-minute duplicate window, and deletes
 // it. A queue with damage on record keeps its envelopes until lost.json is deleted (a damaged
 // block file can give back an envelope whose deletion it lost). JetStream's atomic batch, used

@@ -110,7 +110,7 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 	// Batches whose sender stopped after storing them get their messages: on the embedded
 	// engine by whoever runs it, on a cluster by every serve that starts.
 	if p.srv != nil || serving {
-		n, err := p.finishBatches(ctx)
+		n, err := p.finishBatches(ctx, time.Time{})
 		if n > 0 {
 			p.log.Warn("jetstream: batches stored by a sender that stopped before their messages were all stored are complete now", "batches", n)
 		}
