@@ -196,7 +196,7 @@ Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on 
 	root.AddCommand(newCheck(), newServe(opts), newSend(opts), newSendBatch(opts), newQueues(opts))
 	root.AddCommand(newPeek(opts), newReplay(opts), newPurge(opts), newDelete(opts), newPause(opts, false), newPause(opts, true))
 	if opts.Program == nil {
-		root.AddCommand(newDemo(), newWorker())
+		root.AddCommand(newDemo(), newWorker(), newBench())
 	}
 	return root
 }

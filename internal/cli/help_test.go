@@ -26,6 +26,7 @@ func TestHelpGolden(t *testing.T) {
 		{"demo", Options{}, []string{"demo"}},
 		{"worker", Options{}, []string{"worker"}},
 		{"worker-build", Options{}, []string{"worker", "build"}},
+		{"bench", Options{}, []string{"bench"}},
 		{"peek", Options{}, []string{"peek"}},
 		{"replay", Options{}, []string{"replay"}},
 		{"purge", Options{}, []string{"purge"}},

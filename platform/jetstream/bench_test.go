@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/host"
@@ -203,7 +204,7 @@ func BenchmarkSend(b *testing.B) {
 // BenchmarkDelayedLateness enqueues delayed messages due uniformly over a window (all pending
 // before the first is due), consumes them through the host with max_batch_timeout 0, and reports
 // how late each arrived in the program: 10k over 10 s, and, with DUILIE_BENCH_LONG=1, 100k over
-// 60 s. Delays are any duration here (the interface's are whole seconds) so that due times spread
+// 60 s and 200k over 120 s. Delays are any duration here (the interface's are whole seconds) so that due times spread
 // evenly.
 func BenchmarkDelayedLateness(b *testing.B) {
 	cases := []struct {
@@ -214,7 +215,10 @@ func BenchmarkDelayedLateness(b *testing.B) {
 		cases = append(cases, struct {
 			n      int
 			window time.Duration
-		}{100_000, 60 * time.Second})
+		}{100_000, 60 * time.Second}, struct {
+			n      int
+			window time.Duration
+		}{200_000, 120 * time.Second})
 	}
 	for _, tc := range cases {
 		b.Run(fmt.Sprintf("%dk-over-%v", tc.n/1000, tc.window), func(b *testing.B) {
@@ -321,5 +325,159 @@ func BenchmarkPendingHeap(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/pending")
 		p.Close()
+	}
+}
+
+// BenchmarkBatchDesigns weighs ways to store a batch of 100 all or nothing, sending only (the
+// consumer side is the same for all three), 32 producers, b.N batches of 100 × 200 B each, the
+// designs taking turns on one engine:
+//
+//   - atomic: JetStream's atomic batch (what duilie did before batch.go): the messages with
+//     Nats-Batch-Id and Nats-Batch-Sequence, the last one committing and asking for the reply;
+//   - envelope: Queue.SendBatch, the batch stored first as one message on a subject no
+//     consumer reads (the commit point), then its messages published in a pipeline with
+//     deduplication ids, then the envelope deleted (batch.go);
+//   - pipelined: the messages published in a pipeline with deduplication ids and nothing else
+//     (not all or nothing: a failure in the middle leaves part of the batch).
+//
+// It reports each design's msgs/s.
+func BenchmarkBatchDesigns(b *testing.B) {
+	p := open(b, Config{})
+	q, err := p.queue(context.Background(), "designs")
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := p.js.Stream(context.Background(), streamName("designs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	items := make([]platform.BatchItem, benchBatch)
+	for i := range items {
+		items[i] = platform.BatchItem{Body: []byte(benchBody), ContentType: platform.JSON}
+	}
+	build := func(id string) []*nats.Msg {
+		ms := make([]*nats.Msg, len(items))
+		now := time.Now().UnixMilli()
+		for i, it := range items {
+			ms[i] = q.message(envelope{id: platform.NewMessageID(), time: now, ctype: it.ContentType}, it.Body, 0)
+			ms[i].Header[hdrMsgID] = []string{id + "." + strconv.Itoa(i)}
+		}
+		return ms
+	}
+	pipeline := func(ctx context.Context, ms []*nats.Msg) error {
+		fs := make([]jetstream.PubAckFuture, len(ms))
+		for i, m := range ms {
+			f, err := p.js.PublishMsgAsync(m)
+			if err != nil {
+				return err
+			}
+			fs[i] = f
+		}
+		for _, f := range fs {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	designs := []struct {
+		name string
+		send func(ctx context.Context) error
+	}{
+		{"atomic", func(ctx context.Context) error {
+			ms := build(platform.NewMessageID())
+			id := nuid.Next()
+			for i, m := range ms {
+				delete(m.Header, hdrMsgID)
+				m.Header["Nats-Batch-Id"] = []string{id}
+				m.Header["Nats-Batch-Sequence"] = []string{strconv.Itoa(i + 1)}
+			}
+			commit := ms[len(ms)-1]
+			commit.Header["Nats-Batch-Commit"] = []string{"1"}
+			for _, m := range ms[:len(ms)-1] {
+				if err := p.nc.PublishMsg(m); err != nil {
+					return err
+				}
+			}
+			r, err := p.nc.RequestMsgWithContext(ctx, commit)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(string(r.Data), `"count":100`) {
+				return fmt.Errorf("batch not stored: %s", r.Data)
+			}
+			return nil
+		}},
+		{"envelope", func(ctx context.Context) error { return q.SendBatch(ctx, items) }},
+		{"pipelined", func(ctx context.Context) error { return pipeline(ctx, build(platform.NewMessageID())) }},
+	}
+	took := make([]time.Duration, len(designs))
+	ctx := context.Background()
+	b.ResetTimer()
+	for round := range 2 {
+		for i := range designs {
+			d := designs[(i+round)%len(designs)]
+			start := time.Now()
+			produce(max(b.N/2, 1), func(int) error { return d.send(ctx) })
+			took[(i+round)%len(designs)] += time.Since(start)
+			if err := st.Purge(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	for i, d := range designs {
+		b.ReportMetric(float64(2*max(b.N/2, 1)*benchBatch)/took[i].Seconds(), d.name+"-msgs/s")
+	}
+}
+
+// BenchmarkSendParts splits the cost of Queue.Send (issue 10, item 1): 32 producers publish b.N
+// messages of 200 B synchronously, twice each, the parts taking turns on one engine, to a plain
+// work-queue stream, to it with duilie's headers (Duilie-Id, -Time, -Type), to a queue's stream
+// (duilie's stream configuration: schedules, atomic publish and TTLs allowed, a two-minute
+// duplicate window) without headers, and through Queue.Send (headers, the disk-space check, the
+// acknowledgement bounded at 5 s). It reports each rate.
+func BenchmarkSendParts(b *testing.B) {
+	p := open(b, Config{})
+	ctx := context.Background()
+	q, err := p.queue(ctx, "parts")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.js.CreateStream(ctx, jetstream.StreamConfig{Name: "PLAIN", Subjects: []string{"plain"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(benchBody)
+	parts := []struct {
+		name string
+		send func() error
+	}{
+		{"plain", func() error { _, err := p.js.Publish(ctx, "plain", body); return err }},
+		{"plain+headers", func() error {
+			m := q.message(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli()}, body, 0)
+			m.Subject = "plain"
+			_, err := p.js.PublishMsg(ctx, m)
+			return err
+		}},
+		{"queue-stream", func() error { _, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: q.ready, Data: body}); return err }},
+		{"Queue.Send", func() error { return q.Send(ctx, body, platform.SendOptions{ContentType: platform.JSON}) }},
+	}
+	took := make([]time.Duration, len(parts))
+	b.ResetTimer()
+	for range 2 {
+		for i, part := range parts {
+			start := time.Now()
+			produce(b.N, func(int) error { return part.send() })
+			took[i] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	for i, part := range parts {
+		b.ReportMetric(float64(2*b.N)/took[i].Seconds(), part.name+"-msgs/s")
 	}
 }

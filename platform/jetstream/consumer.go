@@ -89,7 +89,7 @@ func newConsumer(ctx context.Context, q *queue, opts platform.ConsumerOptions) (
 	}
 	// Pull replies can arrive in bursts of the whole backlog; never drop them client-side.
 	_ = c.sub.SetPendingLimits(-1, -1)
-	if c.confirms, err = newConfirmer(nc); err != nil {
+	if c.confirms, err = newConfirmer(nc, q.p.cfg.URL == ""); err != nil {
 		c.sub.Unsubscribe()
 		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
 	}
@@ -639,12 +639,20 @@ func (c *consumer) Close() error {
 	return nil
 }
 
-// confirmer sends acks that JetStream confirms, many at a time: each ack asks for a reply on
-// one subject per call, and the call returns when every reply has come.
+// confirmer sends acks that JetStream confirms, many at a time, on one subject per call; the
+// call returns when every ack is confirmed.
+//
+// On a single server (the embedded engine, or a local command attached to it) only the last ack
+// of a call asks for a reply: the server takes a consumer's acks from one connection in the
+// order they were sent (one queue per consumer, worked by one goroutine) and answers an ack once
+// it has applied it, so the last one's reply confirms all of them. On a cluster every ack asks
+// for its own: the consumer's leader can change between two acks, and an ack sent to the old
+// one would go unanswered while a later one is confirmed by the new.
 type confirmer struct {
-	nc    *nats.Conn
-	inbox string
-	sub   *nats.Subscription
+	nc      *nats.Conn
+	inbox   string
+	sub     *nats.Subscription
+	ordered bool // a single server: the last ack's reply confirms every earlier one
 
 	mu      sync.Mutex
 	seq     uint64
@@ -656,8 +664,8 @@ type pendingConfirms struct {
 	done chan struct{}
 }
 
-func newConfirmer(nc *nats.Conn) (*confirmer, error) {
-	cf := &confirmer{nc: nc, inbox: nc.NewInbox(), waiting: map[string]*pendingConfirms{}}
+func newConfirmer(nc *nats.Conn, ordered bool) (*confirmer, error) {
+	cf := &confirmer{nc: nc, inbox: nc.NewInbox(), ordered: ordered, waiting: map[string]*pendingConfirms{}}
 	sub, err := nc.Subscribe(cf.inbox+".*", func(m *nats.Msg) {
 		cf.mu.Lock()
 		defer cf.mu.Unlock()
@@ -680,10 +688,20 @@ func (cf *confirmer) send(ctx context.Context, replies []string, payload []byte)
 	cf.mu.Lock()
 	cf.seq++
 	subject := cf.inbox + "." + strconv.FormatUint(cf.seq, 10)
-	p := &pendingConfirms{left: len(replies), done: make(chan struct{})}
+	asked := replies
+	if cf.ordered && len(replies) > 1 {
+		asked = replies[len(replies)-1:]
+	}
+	p := &pendingConfirms{left: len(asked), done: make(chan struct{})}
 	cf.waiting[subject] = p
 	cf.mu.Unlock()
-	for _, r := range replies {
+	for _, r := range replies[:len(replies)-len(asked)] {
+		if err := cf.nc.Publish(r, payload); err != nil {
+			cf.forget(subject)
+			return err
+		}
+	}
+	for _, r := range asked {
 		if err := cf.nc.PublishRequest(r, subject, payload); err != nil {
 			cf.forget(subject)
 			return err
@@ -697,6 +715,9 @@ func (cf *confirmer) send(ctx context.Context, replies []string, payload []byte)
 		left := p.left
 		cf.mu.Unlock()
 		cf.forget(subject)
+		if len(asked) < len(replies) {
+			return fmt.Errorf("%d acks not confirmed: %w", len(replies), ctx.Err())
+		}
 		return fmt.Errorf("%d of %d not confirmed: %w", left, len(replies), ctx.Err())
 	}
 }

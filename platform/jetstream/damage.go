@@ -289,13 +289,20 @@ func ranges(seqs []uint64) [][2]uint64 {
 	return out
 }
 
-// streamInfo is the state of queue's stream with the sequences deleted from it.
+// streamInfo is the state of queue's stream with the sequences deleted from it. Its message
+// count leaves out batch envelopes (batch.go), which are not messages: a damaged block file can
+// give back one whose deletion it lost.
 func (p *Platform) streamInfo(ctx context.Context, queue string) (*jetstream.StreamInfo, error) {
 	st, err := p.js.Stream(ctx, streamName(queue))
 	if err != nil {
 		return nil, err
 	}
-	return st.Info(ctx, jetstream.WithDeletedDetails(true))
+	info, err := st.Info(ctx, jetstream.WithDeletedDetails(true), jetstream.WithSubjectFilter(envelopeSubject(queue)))
+	if err != nil {
+		return nil, err
+	}
+	info.State.Msgs -= min(info.State.Subjects[envelopeSubject(queue)], info.State.Msgs)
+	return info, nil
 }
 
 // writeState records, at a clean close of the embedded engine, every queue's count and

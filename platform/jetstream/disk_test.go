@@ -129,12 +129,18 @@ func TestSendBatchFullDisk(t *testing.T) {
 func TestBatchAckWait(t *testing.T) {
 	p := open(t, Config{})
 	q := queueOf(t, p, "q")
-	testHookBatch = func(ms []*nats.Msg) { ms[len(ms)-1].Reply = "_INBOX.nobody" } // not parallel: a global
-	defer func() { testHookBatch = nil }()
+	// The batch goes where something listens and never answers, as an engine that stopped.
+	silent, err := p.nc.SubscribeSync("silent.commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Unsubscribe()
+	testHookEnvelope = func(m *nats.Msg) { m.Subject = "silent.commit" } // not parallel: a global
+	defer func() { testHookEnvelope = nil }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	err := q.SendBatch(ctx, []platform.BatchItem{{Body: []byte("1"), ContentType: platform.JSON}, {Body: []byte("2"), ContentType: platform.JSON}})
+	err = q.SendBatch(ctx, []platform.BatchItem{{Body: []byte("1"), ContentType: platform.JSON}, {Body: []byte("2"), ContentType: platform.JSON}})
 	if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "none within 5s") || took > publishWait+2*time.Second {
 		t.Errorf("after %v: %v", took, err)
 	}

@@ -20,8 +20,7 @@
 // after the holder was killed.
 //
 // With Config.URL the same driver connects to a JetStream cluster (credentials file, TLS,
-// Replicas 1, 3 or 5). The servers must run nats-server 2.12 or later (message schedules and
-// atomic batches).
+// Replicas 1, 3 or 5). The servers must run nats-server 2.12 or later (message schedules).
 //
 // # Layout
 //
@@ -78,19 +77,25 @@
 //
 // # Batches
 //
-// SendBatch is all or nothing: its messages, delayed ones included, go out as one JetStream
-// atomic batch, which the server stages and stores only at the commit. A batch the server
-// rejects leaves nothing behind; a batch cut off before its commit (the sender died) is dropped
-// by the server after 10 s. A batch whose commit acknowledgement was lost (a timeout) may or may
-// not have been stored, like any send. This process keeps at most 32 batches per queue in
-// flight, under JetStream's limit of 50 per stream.
+// SendBatch is all or nothing: the whole batch, delayed messages included, is first stored as
+// one stream message, its envelope, on duilie.<queue>.b (no consumer reads it); that is the
+// commit. Its messages are then published in a pipeline, each with a deduplication id of its
+// own, and the envelope is deleted. An envelope the server refuses leaves nothing behind; an
+// envelope whose acknowledgement was lost (a timeout) may or may not have been stored, like any
+// send. A sender that stops after the envelope was stored leaves it, and the next open of the
+// embedded engine (or the next serve started on a cluster, or a serving process's sweep, for
+// envelopes over 30 s old) publishes its messages again, the
+// ones already stored deduplicated within the stream's two-minute duplicate window, and deletes
+// it. A queue with damage on record keeps its envelopes until lost.json is deleted (a damaged
+// block file can give back an envelope whose deletion it lost). JetStream's atomic batch, used
+// before, staged every batch in a store of its own and was slower than single sends.
 //
 // # Disk space
 //
 // An engine that runs out of space in the middle of a batch has stored part of it (and shuts
 // JetStream down). So a store on this machine (the embedded engine, or the one a local serve
 // runs) keeps DiskReserve (16 MiB) free on its file system: a send or a batch that would leave
-// less (counting a batch twice, staged and stored, and 1 KiB per message beyond its body) is
+// less (counting a batch twice, its envelope and its messages, and 1 KiB per message beyond its body) is
 // refused before anything of it is written, with an error that says how much is free; the
 // reserve serves settling the messages there are. A send or a batch waits at most 5 s for
 // JetStream's acknowledgement, whatever the caller's deadline, and then fails: an engine that

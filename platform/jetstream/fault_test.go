@@ -32,8 +32,9 @@ func soak() bool { return os.Getenv("DUILIE_SOAK") == "1" }
 //	retried <body> <due ms>     Settle(Redeliver after a delay) returned success
 //	kept <body> <ms>            a delivery this child will never settle
 //
-// In mode "crash" it sends without end while consuming: it retries every 7th message once with a
-// delay and keeps every 50th in flight without settling; the parent kills it. In mode "recover"
+// In mode "crash" it sends without end while consuming, one message at a time and in batches of
+// batchSize (bodies "b<batch>.<index>"): it retries every 7th message once with a delay and keeps
+// every 50th in flight without settling; the parent kills it. In mode "recover"
 // it only consumes and settles, until its stdin closes.
 func TestHelperProcess(t *testing.T) {
 	if os.Getenv("DUILIE_JS_CHILD") == "" {
@@ -68,6 +69,20 @@ func TestHelperProcess(t *testing.T) {
 				out.printf("delayed %s %d", body, due)
 			}
 		}
+		go func() {
+			for k := 0; ; k++ {
+				items := make([]platform.BatchItem, batchSize)
+				for j := range items {
+					items[j] = platform.BatchItem{Body: fmt.Appendf(nil, `"b%d.%d"`, k, j), ContentType: platform.JSON}
+				}
+				if err := q.SendBatch(ctx, items); err == nil {
+					at := now()
+					for _, it := range items {
+						out.printf("sent %s %d", it.Body, at)
+					}
+				}
+			}
+		}()
 		go func() {
 			for i := 0; ; i++ {
 				body := fmt.Sprintf(`"m%d"`, i)
@@ -142,6 +157,30 @@ type lineWriter struct {
 	w  io.Writer
 }
 
+// batchSize is how many messages each batch of the crash child has.
+const batchSize = 10
+
+// partialBatches counts the batches of the crash child of which some messages, not all, were
+// delivered.
+func partialBatches(delivered ...map[string]bool) map[string]int {
+	n := map[string]int{}
+	seen := map[string]bool{}
+	for _, d := range delivered {
+		for b := range d {
+			if k, _, ok := strings.Cut(strings.TrimPrefix(b, `"b`), "."); ok && strings.HasPrefix(b, `"b`) && !seen[b] {
+				seen[b] = true
+				n[k]++
+			}
+		}
+	}
+	for k, c := range n {
+		if c == batchSize {
+			delete(n, k)
+		}
+	}
+	return n
+}
+
 func (l *lineWriter) printf(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -206,6 +245,14 @@ func (ch *child) count(kind string) int {
 		}
 	}
 	return n
+}
+
+func keys[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 func laterOf(a, b time.Time) time.Time {
@@ -322,6 +369,7 @@ func crashRound(t *testing.T) {
 				waiting++
 			}
 		}
+		waiting += len(partialBatches(keys(gotAt), keys(gotLater)))
 		if len(missing) == 0 && waiting == 0 && time.Now().After(lastDue.Add(time.Second)) || time.Now().After(end) {
 			break
 		}
@@ -333,6 +381,11 @@ func crashRound(t *testing.T) {
 
 	if len(missing) > 0 {
 		t.Errorf("%d successful sends never delivered after the crash, e.g. %v", len(missing), missing[:min(5, len(missing))])
+	}
+	// A batch is all or nothing across the crash: one the kill cut off after its envelope was
+	// stored is completed when the second child opens the engine.
+	for k, n := range partialBatches(keys(gotAt), keys(gotLater)) {
+		t.Errorf("batch %s: %d of its %d messages delivered", k, n, batchSize)
 	}
 	back := 0
 	for b, at := range settledAt {

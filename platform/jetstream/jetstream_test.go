@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -360,21 +362,108 @@ func TestSendBatch(t *testing.T) {
 	}
 	settle(t, c, "q", platform.Action{Kind: platform.Done}, late...)
 
-	// A batch the server rejects at its commit leaves nothing behind, delayed items included.
-	testHookBatch = func(ms []*nats.Msg) { ms[len(ms)-1].Header.Set("Nats-Expected-Last-Sequence", "1") }
-	defer func() { testHookBatch = nil }()
+	// A batch whose envelope the server refuses leaves nothing behind, delayed items included.
+	testHookEnvelope = func(m *nats.Msg) { m.Header.Set("Nats-Expected-Last-Sequence", "1") }
+	defer func() { testHookEnvelope = nil }()
 	err := q.SendBatch(context.Background(), items)
 	if err == nil || !strings.Contains(err.Error(), "wrong last sequence") {
 		t.Fatalf("failed batch: %v", err)
 	}
-	// Or in the middle.
-	testHookBatch = func(ms []*nats.Msg) { ms[50].Header.Set("Nats-Expected-Last-Sequence", "1") }
-	err = q.SendBatch(context.Background(), items)
-	if err == nil || !strings.Contains(err.Error(), "wrong last sequence") {
-		t.Fatalf("failed batch: %v", err)
-	}
+	testHookEnvelope = nil
 	wantStats(t, p, platform.QueueStats{Queue: "q"})
 	nothing(t, c, 1500*time.Millisecond) // past the delayed items' due time
+
+	// A message the server refuses once, after the envelope was stored, is published again:
+	// the batch is stored whole, each message once.
+	refused := false
+	testHookFanOut = func(i int, m *nats.Msg) error {
+		if i == 50 && !refused {
+			refused = true
+			m.Header.Set("Nats-Expected-Last-Sequence", "1")
+		}
+		return nil
+	}
+	defer func() { testHookFanOut = nil }()
+	if err := q.SendBatch(context.Background(), items); err != nil || !refused {
+		t.Fatalf("batch with a message refused once: %v (refused %v)", err, refused)
+	}
+	testHookFanOut = nil
+	ds = receiveAll(t, c, 100, 3*time.Second)
+	settle(t, c, "q", platform.Action{Kind: platform.Done}, ds...)
+	nothing(t, c, 500*time.Millisecond)
+}
+
+// A sender that stops after storing a batch's envelope, before all of its messages are stored
+// (here: before any, and after 50), leaves a batch that the next open of the engine completes:
+// every message once (the duplicate window covers those stored before the stop), delayed items
+// at their time, and no envelope left.
+func TestSendBatchFinishedAtOpen(t *testing.T) {
+	for _, stopAt := range []int{0, 50} {
+		t.Run(fmt.Sprintf("stop at %d", stopAt), func(t *testing.T) {
+			dir := t.TempDir()
+			p, err := Open(context.Background(), Config{DataDir: dir, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := queueOf(t, p, "q")
+			items := make([]platform.BatchItem, 100)
+			for i := range items {
+				items[i] = platform.BatchItem{Body: fmt.Appendf(nil, "%d", i), ContentType: platform.JSON}
+				if i%10 == 0 {
+					items[i].DelaySeconds = 2
+				}
+			}
+			testHookFanOut = func(i int, m *nats.Msg) error {
+				if i == stopAt {
+					return errors.New("stopped")
+				}
+				return nil
+			}
+			defer func() { testHookFanOut = nil }()
+			start := time.Now()
+			err = q.SendBatch(context.Background(), items)
+			testHookFanOut = nil
+			if err == nil || !strings.Contains(err.Error(), "the batch is stored, but not yet all of its messages") {
+				t.Fatalf("stopped batch: %v", err)
+			}
+			// Before: only what was published before the stop (no delayed item is among the first
+			// 50 but items 0, 10, 20, 30, 40), and the envelope counted nowhere.
+			wantStats(t, p, platform.QueueStats{Queue: "q", Ready: int64(stopAt - stopAt/10), Delayed: int64(stopAt / 10)})
+			p.Close()
+			p, err = Open(context.Background(), Config{DataDir: dir, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			wantStats(t, p, platform.QueueStats{Queue: "q", Ready: 90, Delayed: 10})
+			if n := p.js; n != nil {
+				st, err := p.js.Stream(context.Background(), streamName("q"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if msgs := st.CachedInfo().State.Msgs; msgs != 100 {
+					t.Errorf("%d stream messages, want 100 (no envelope)", msgs)
+				}
+			}
+			c := consume(t, p, "q", time.Minute)
+			ds := receiveAll(t, c, 90, 2*time.Second)
+			late := receiveAll(t, c, 10, 4*time.Second)
+			if at := time.Since(start); at < 2*time.Second {
+				t.Errorf("delayed items arrived after %v", at)
+			}
+			seen := map[string]bool{}
+			for _, d := range append(ds, late...) {
+				if seen[string(d.Body)] {
+					t.Errorf("message %s twice", d.Body)
+				}
+				seen[string(d.Body)] = true
+			}
+			if len(seen) != 100 {
+				t.Errorf("%d distinct messages", len(seen))
+			}
+			nothing(t, c, 300*time.Millisecond)
+		})
+	}
 }
 
 func TestStatsSortedAndCounted(t *testing.T) {
@@ -764,5 +853,79 @@ func TestDelayOfADay(t *testing.T) {
 	// No limit (0) or one beyond the delay and the retention: the schedule is never dropped.
 	if age := st.CachedInfo().Config.MaxAge; age != 0 && age < 24*time.Hour+p.cfg.Retention {
 		t.Errorf("stream MaxAge %v would drop the schedule before it is due and retained", age)
+	}
+}
+
+// The confirmer asks every ack for a reply on a cluster, and only the last one on a single
+// server, where the last one's reply confirms every earlier one; either way a call returns once
+// the replies it asked for came.
+func TestConfirmerReplies(t *testing.T) {
+	p := open(t, Config{})
+	var mu sync.Mutex
+	var withReply, without []string
+	sub, err := p.nc.Subscribe("acks.*", func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Reply == "" {
+			without = append(without, m.Subject)
+			return
+		}
+		withReply = append(withReply, m.Subject)
+		_ = m.Respond(nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	replies := []string{"acks.1", "acks.2", "acks.3", "acks.4"}
+	for _, ordered := range []bool{false, true} {
+		withReply, without = nil, nil
+		cf, err := newConfirmer(p.nc, ordered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = cf.send(ctx, replies, ackAck)
+		cancel()
+		cf.close()
+		mu.Lock()
+		want := [2][]string{replies, nil}
+		if ordered {
+			want = [2][]string{{"acks.4"}, {"acks.1", "acks.2", "acks.3"}}
+		}
+		if err != nil || !slices.Equal(withReply, want[0]) || !slices.Equal(without, want[1]) {
+			t.Errorf("ordered %v: %v; with a reply %v, without %v", ordered, err, withReply, without)
+		}
+		mu.Unlock()
+	}
+}
+
+// On the embedded engine, once Settle returns, every ack of the settlement has been applied:
+// the acked messages are gone from the stream at once.
+func TestSettleAppliedOnReturn(t *testing.T) {
+	p := open(t, Config{})
+	q := queueOf(t, p, "q")
+	items := make([]platform.BatchItem, 100)
+	for i := range items {
+		items[i] = platform.BatchItem{Body: []byte(strconv.Itoa(i)), ContentType: platform.JSON}
+	}
+	for range 5 {
+		if err := q.SendBatch(context.Background(), items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := p.Consume(context.Background(), "q", platform.ConsumerOptions{MaxBatchSize: 100, MaxConcurrency: 5, AckWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ds := receiveAll(t, c, 500, 10*time.Second)
+	settle(t, c, "q", platform.Action{Kind: platform.Done}, ds...)
+	info, err := p.js.Stream(context.Background(), streamName("q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 0 {
+		t.Errorf("%d messages left in the stream when Settle returned", n)
 	}
 }

@@ -301,6 +301,10 @@ func (p *Platform) each(ctx context.Context, l listing, filter string, from uint
 			return fmt.Errorf("jetstream: %w", err)
 		}
 		for _, m := range ms {
+			if m.subject == envelopeSubject(l.queue) { // a batch, whose messages are listed once stored
+				from = m.seq + 1
+				continue
+			}
 			if !fn(m) {
 				return nil
 			}

@@ -55,6 +55,7 @@ type Platform struct {
 	attached bool           // connected to another process's engine
 	nc       *nats.Conn
 	js       jetstream.JetStream
+	dial     func() (*nats.Conn, error) // another connection to the same engine (Dial)
 
 	mu        sync.Mutex
 	queues    map[string]*queue
@@ -106,6 +107,17 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 			return nil, fmt.Errorf("jetstream: taking account of %s: %w", cfg.DataDir, err)
 		}
 	}
+	// Batches whose sender stopped after storing them get their messages: on the embedded
+	// engine by whoever runs it, on a cluster by every serve that starts.
+	if p.srv != nil || serving {
+		n, err := p.finishBatches(ctx, time.Time{})
+		if n > 0 {
+			p.log.Warn("jetstream: batches stored by a sender that stopped before their messages were all stored are complete now", "batches", n)
+		}
+		if err != nil {
+			p.log.Error("jetstream: finishing stored batches", "err", err)
+		}
+	}
 	if serving {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -126,6 +138,19 @@ func (p *Platform) LogAttrs() []any {
 		return []any{"platform", "embedded", "data_dir", p.cfg.DataDir, "sync", p.cfg.Sync, "retention", p.cfg.Retention.String()}
 	}
 }
+
+// Dial opens another NATS connection to the engine or cluster p uses, with p's credentials,
+// for tools that measure the engine itself beside duilie on the same server (duilie bench
+// --compare-raw). The caller closes it.
+func (p *Platform) Dial() (*nats.Conn, error) {
+	if p.dial == nil {
+		return nil, errors.New("jetstream: the platform is not open")
+	}
+	return p.dial()
+}
+
+// Replicas is how many copies of each queue's messages the engine keeps.
+func (p *Platform) Replicas() int { return p.cfg.Replicas }
 
 // Attached reports whether Open connected to the engine of another process that holds the
 // data directory, rather than running the engine itself.
@@ -152,6 +177,7 @@ func (p *Platform) connectCluster() error {
 		return fmt.Errorf("jetstream: connect to %s: %w", p.cfg.URL, err)
 	}
 	p.nc = nc
+	p.dial = func() (*nats.Conn, error) { return nats.Connect(p.cfg.URL, opts...) }
 	return nil
 }
 
@@ -214,6 +240,9 @@ func (p *Platform) attach(rec serveRecord, timeout time.Duration) error {
 		return err
 	}
 	p.nc, p.attached = nc, true
+	p.dial = func() (*nats.Conn, error) {
+		return nats.Connect(rec.URL, nats.Token(rec.Token), nats.Name("duilie-local"), nats.MaxReconnects(0))
+	}
 	return nil
 }
 
@@ -261,6 +290,7 @@ func (p *Platform) startEmbedded(l *dirLock) error {
 		return fmt.Errorf("jetstream: embedded engine: %w", err)
 	}
 	p.srv, p.lock, p.nc = srv, l, nc
+	p.dial = func() (*nats.Conn, error) { return nats.Connect("", connOpts[:len(connOpts):len(connOpts)]...) }
 	if p.cfg.Serve {
 		if err := l.record(serveRecord{URL: srv.ClientURL(), Token: token, PID: os.Getpid()}); err != nil {
 			p.shutdown()
@@ -428,14 +458,16 @@ func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueS
 	if err != nil {
 		return s, err
 	}
-	// The subject filter makes the server count the ready subject alone.
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(readySubject(name)))
+	// The subject filter makes the server count the ready subject and batch envelopes alone
+	// (schedule subjects have one token more).
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjectPrefix+name+".*"))
 	if err != nil {
 		return s, err
 	}
 	// The subject's count can outlive messages a damaged store lost: never more than there are.
 	ready := min(int64(info.State.Subjects[readySubject(name)]), int64(info.State.Msgs))
-	s.Delayed = max(int64(info.State.Msgs)-ready, 0) // schedule messages: pending sends and retries
+	envelopes := int64(info.State.Subjects[envelopeSubject(name)]) // a batch's messages are counted once stored
+	s.Delayed = max(int64(info.State.Msgs)-ready-envelopes, 0)     // schedule messages: pending sends and retries
 	if ci, err := st.Consumer(ctx, consumerName); err == nil {
 		s.InFlight = int64(ci.CachedInfo().NumAckPending)
 		s.Paused = ci.CachedInfo().Paused

@@ -2,14 +2,11 @@ package jetstream
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 
 	"github.com/duilie/duilie/platform"
 )
@@ -36,9 +33,6 @@ const (
 	hdrMsgID          = "Nats-Msg-Id"
 	hdrSchedule       = "Nats-Schedule"
 	hdrScheduleTarget = "Nats-Schedule-Target"
-	hdrBatchID        = "Nats-Batch-Id"
-	hdrBatchSeq       = "Nats-Batch-Sequence"
-	hdrBatchCommit    = "Nats-Batch-Commit"
 )
 
 // scheduleLayout is RFC 3339 with milliseconds, always UTC. (nats.go's WithScheduleAt drops
@@ -63,26 +57,17 @@ const DiskReserve = 16 << 20
 // the record's framing, its index entries.
 const perMessage = 1 << 10
 
-// maxBatchesInFlight keeps this process under JetStream's limit of 50 atomic batches in flight
-// per stream.
-const maxBatchesInFlight = 32
-
-// testHookBatch, when set by a test, may change a batch's messages just before they are
-// published (to make the server reject one).
-var testHookBatch func([]*nats.Msg)
-
 // queue is the producer side of one queue.
 type queue struct {
-	p       *Platform
-	name    string
-	ready   string
-	batches chan struct{}
+	p     *Platform
+	name  string
+	ready string
 }
 
 var _ platform.Queue = (*queue)(nil)
 
 func newQueue(p *Platform, name string) *queue {
-	return &queue{p: p, name: name, ready: readySubject(name), batches: make(chan struct{}, maxBatchesInFlight)}
+	return &queue{p: p, name: name, ready: readySubject(name)}
 }
 
 // envelope is what identifies a message across stream messages: a send, a delayed retry and a
@@ -97,6 +82,16 @@ type envelope struct {
 // message builds the stream message for e: on the ready subject, or, with a delay, a message
 // schedule that JetStream turns into a ready message at its due time.
 func (q *queue) message(e envelope, body []byte, delay time.Duration) *nats.Msg {
+	if delay <= 0 {
+		return q.messageDue(e, body, time.Time{})
+	}
+	// Rounded up to the millisecond the header carries, so it is never early.
+	return q.messageDue(e, body, time.Now().Add(delay+time.Millisecond-1).Truncate(time.Millisecond))
+}
+
+// messageDue is message with the due time given: the zero time for a message ready at once.
+// A due time already past is scheduled at once, and delivered when it fires.
+func (q *queue) messageDue(e envelope, body []byte, due time.Time) *nats.Msg {
 	if e.ctype == "" {
 		e.ctype = platform.JSON
 	}
@@ -108,13 +103,11 @@ func (q *queue) message(e envelope, body []byte, delay time.Duration) *nats.Msg 
 		h[hdrAttempts] = []string{strconv.Itoa(e.attempts)}
 	}
 	m := &nats.Msg{Header: h, Data: body}
-	if delay <= 0 {
+	if due.IsZero() {
 		m.Subject = q.ready
 		return m
 	}
-	// Rounded up to the millisecond the header carries, so it is never early.
 	now := time.Now()
-	due := now.Add(delay + time.Millisecond - 1).Truncate(time.Millisecond)
 	at := due.Add(-scheduleLead)
 	if at.Before(now) {
 		at = now.Add(time.Millisecond - 1).Truncate(time.Millisecond)
@@ -160,119 +153,3 @@ func (p *Platform) roomFor(need int64) error {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-
-// SendBatch enqueues the items in order, all or nothing, through JetStream's atomic batch
-// publish: the server stages the messages and stores them only when the last one commits the
-// batch, delayed items (message schedules) included. A rejected batch leaves nothing behind.
-// A batch whose commit never reaches the server is abandoned by it after 10 s. If the call
-// fails with a timeout, the batch may or may not have been stored, as with any send whose
-// acknowledgement was lost.
-func (q *queue) SendBatch(ctx context.Context, items []platform.BatchItem) error {
-	switch len(items) {
-	case 0:
-		return nil
-	case 1:
-		return q.Send(ctx, items[0].Body, platform.SendOptions{ContentType: items[0].ContentType, DelaySeconds: items[0].DelaySeconds})
-	}
-	need := int64(0)
-	for _, it := range items {
-		need += int64(len(it.Body)) + perMessage
-	}
-	if err := q.p.roomFor(2 * need); err != nil { // staged, then stored
-		return fmt.Errorf("jetstream: send batch to queue %s: %w", q.name, err)
-	}
-	now := time.Now().UnixMilli()
-	msgs := make([]*nats.Msg, len(items))
-	for i, it := range items {
-		msgs[i] = q.message(envelope{id: platform.NewMessageID(), time: now, ctype: it.ContentType},
-			it.Body, time.Duration(it.DelaySeconds)*time.Second)
-	}
-	if err := q.publishAtomic(ctx, msgs); err != nil {
-		return fmt.Errorf("jetstream: send batch to queue %s: %w", q.name, err)
-	}
-	return nil
-}
-
-// pubResponse is JetStream's reply to a publish: an error, or the ack of a stored message or
-// of a committed batch. Messages of a batch before its commit get an empty reply.
-type pubResponse struct {
-	Error *struct {
-		Code        int    `json:"code"`
-		ErrCode     int    `json:"err_code"`
-		Description string `json:"description"`
-	} `json:"error"`
-	Stream string `json:"stream"`
-	Seq    uint64 `json:"seq"`
-	Batch  string `json:"batch"`
-	Count  int    `json:"count"`
-}
-
-func (q *queue) publishAtomic(parent context.Context, msgs []*nats.Msg) error {
-	ctx, cancel := context.WithTimeout(parent, publishWait)
-	defer cancel()
-	select {
-	case q.batches <- struct{}{}:
-		defer func() { <-q.batches }()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	nc := q.p.nc
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	defer sub.Unsubscribe()
-	id := nuid.Next()
-	for i, m := range msgs {
-		m.Header[hdrBatchID] = []string{id}
-		m.Header[hdrBatchSeq] = []string{strconv.Itoa(i + 1)}
-		m.Reply = inbox
-	}
-	msgs[len(msgs)-1].Header[hdrBatchCommit] = []string{"1"}
-	if testHookBatch != nil {
-		testHookBatch(msgs)
-	}
-	for _, m := range msgs {
-		if err := nc.PublishMsg(m); err != nil {
-			return err // the server abandons the incomplete batch
-		}
-	}
-	// One reply per message, in order; the first error is the cause of the others.
-	var first error
-	for i := range msgs {
-		r, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			if first != nil {
-				return first
-			}
-			if parent.Err() == nil && ctx.Err() != nil {
-				err = fmt.Errorf("none within %v", publishWait)
-			}
-			return fmt.Errorf("no acknowledgement of the batch (it may or may not have been stored): %w", err)
-		}
-		if len(r.Data) == 0 {
-			if i < len(msgs)-1 {
-				continue
-			}
-			if first == nil {
-				first = errors.New("empty acknowledgement of the batch commit")
-			}
-			continue
-		}
-		var resp pubResponse
-		if err := json.Unmarshal(r.Data, &resp); err != nil {
-			if first == nil {
-				first = fmt.Errorf("unreadable acknowledgement: %q", r.Data)
-			}
-			continue
-		}
-		if resp.Error != nil && first == nil {
-			first = fmt.Errorf("nats: %s (error %d)", resp.Error.Description, resp.Error.ErrCode)
-		}
-		if i == len(msgs)-1 && resp.Error == nil && first == nil && resp.Count != len(msgs) {
-			first = fmt.Errorf("batch commit stored %d of %d messages", resp.Count, len(msgs))
-		}
-	}
-	return first
-}

@@ -31,6 +31,14 @@ func (p *Platform) sweep(ctx context.Context) {
 		if err := p.expire(ctx, sweepClock().Add(-p.cfg.Retention)); err != nil && ctx.Err() == nil {
 			p.log.Error("jetstream: removing messages past their retention", "err", err)
 		}
+		// Batches whose sender stopped half-way while this process serves (batch.go).
+		n, err := p.finishBatches(ctx, time.Now().Add(-time.Duration(staleBatch.Load())))
+		if n > 0 {
+			p.log.Warn("jetstream: batches stored by a sender that stopped before their messages were all stored are complete now", "batches", n)
+		}
+		if err != nil && ctx.Err() == nil {
+			p.log.Error("jetstream: finishing stored batches", "err", err)
+		}
 		select {
 		case <-t.C:
 		case <-ctx.Done():

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// bench with a tiny count on a temporary embedded engine, SendBatch of 10 with a tenth of the
+// messages delayed, beside raw nats.go: the JSON says what ran, every message was sent and
+// settled once by each run, the delayed ones are measured apart, and duilie's shares of both raw
+// runs are there.
+func TestBenchJSONCompareRaw(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), Options{}, []string{"bench", "--count", "300", "--producers", "4", "--batch", "10",
+		"--consumer-batch", "20", "--concurrency", "2", "--delayed", "0.1", "--json", "--compare-raw"}, nil, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	var res struct {
+		Platform      string  `json:"platform"`
+		Producers     int     `json:"producers"`
+		Batch         int     `json:"batch"`
+		Size          int     `json:"size"`
+		Count         int     `json:"count"`
+		ConsumerBatch int     `json:"consumer_batch"`
+		Concurrency   int     `json:"concurrency"`
+		Delayed       float64 `json:"delayed"`
+		Delay         int     `json:"delay_seconds"`
+		Prefill       bool    `json:"prefill"`
+		Sync          string  `json:"sync"`
+		CPUs          int     `json:"cpus"`
+		Runs          []struct {
+			Name         string                        `json:"name"`
+			Messages     int                           `json:"messages"`
+			SendSeconds  float64                       `json:"send_seconds"`
+			SendRate     float64                       `json:"send_msgs_per_s"`
+			EndToEndSecs float64                       `json:"end_to_end_seconds"`
+			EndToEndRate float64                       `json:"end_to_end_msgs_per_s"`
+			ConsumeRate  float64                       `json:"consume_msgs_per_s"`
+			SendCalls    int                           `json:"send_calls"`
+			SendLatency  *benchLatency                 `json:"send_call_latency_ms"`
+			Latency      *benchLatency                 `json:"enqueue_to_handler_ms"`
+			Lateness     *benchLatency                 `json:"delayed_due_to_handler_ms"`
+			Note         string                        `json:"note"`
+			CPU          float64                       `json:"cpu_us_per_msg"`
+			PeakRSS      int64                         `json:"peak_rss_bytes"`
+			Ratio        map[string]map[string]float64 `json:"share_of_raw"`
+			Redelivered  int                           `json:"redelivered"`
+		} `json:"runs"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("%v in:\n%s", err, stdout.String())
+	}
+	t.Logf("\n%s", stdout.String())
+	if res.Platform != "embedded engine in a temporary directory" || res.Producers != 4 || res.Batch != 10 || res.Size != 200 ||
+		res.Count != 300 || res.ConsumerBatch != 20 || res.Concurrency != 2 || res.Delayed != 0.1 || res.Delay != 1 ||
+		res.Sync != "interval" || res.CPUs < 1 {
+		t.Errorf("settings: %+v", res)
+	}
+	if len(res.Runs) != 3 || res.Runs[0].Name != "duilie" || res.Runs[1].Name != "raw js.Publish" || res.Runs[2].Name != "raw PublishAsync" {
+		t.Fatalf("runs: %+v", res.Runs)
+	}
+	ours := res.Runs[0]
+	if ours.SendCalls != 30 || ours.SendLatency == nil || ours.SendLatency.N != 30 || ours.SendLatency.P50 <= 0 {
+		t.Errorf("duilie's send calls: %d, %+v", ours.SendCalls, ours.SendLatency)
+	}
+	if ours.Latency == nil || ours.Latency.N != 270 || ours.Lateness == nil || ours.Lateness.N != 30 || ours.Lateness.P50 < 0 {
+		t.Errorf("duilie's latencies: immediate %+v, delayed %+v", ours.Latency, ours.Lateness)
+	}
+	if ours.Redelivered != 0 {
+		t.Errorf("%d redeliveries", ours.Redelivered)
+	}
+	for _, r := range res.Runs {
+		if r.Messages != 300 || r.SendRate <= 0 || r.EndToEndRate <= 0 || r.ConsumeRate <= 0 || r.CPU <= 0 || r.PeakRSS <= 0 {
+			t.Errorf("%s: %+v", r.Name, r)
+		}
+		if r.Name != "duilie" && (r.Latency == nil || r.Latency.N != 300 || r.Lateness != nil) {
+			t.Errorf("%s's latencies: %+v, %+v", r.Name, r.Latency, r.Lateness)
+		}
+	}
+	for _, raw := range []string{"raw js.Publish", "raw PublishAsync"} {
+		if s := ours.Ratio[raw]; s["send"] <= 0 || s["end_to_end"] <= 0 || s["consume"] <= 0 {
+			t.Errorf("share of %s: %v", raw, ours.Ratio)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s+\d+\.\ds  duilie: sent 300 · settled 300$`).MatchString(stderr.String()) ||
+		!strings.Contains(stderr.String(), "raw PublishAsync: sent 300 · settled 300\n") {
+		t.Errorf("progress on stderr:\n%s", stderr.String())
+	}
+}
+
+// bench on a configured data directory with single sends prints its table, and deletes the
+// queue it made.
+func TestBenchConfigTable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "duilie.toml")
+	if err := os.WriteFile(cfg, []byte("[platform]\ndata_dir = \"data\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), Options{}, []string{"bench", "--config", cfg, "--count", "200", "--producers", "3", "--sync", "always", "--prefill",
+		"--cpuprofile", filepath.Join(dir, "cpu.prof")},
+		nil, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	out := stdout.String()
+	t.Logf("\n%s", out)
+	if !strings.HasPrefix(out, "duilie bench: configured platform ("+cfg+"), sync always, ") ||
+		!strings.Contains(out, "  200 messages of 200 B, 3 producers, Send; consumer batches of up to 100, 4 at once; the consumer started once all were sent\n") ||
+		!regexp.MustCompile(`(?m)^duilie\s+200\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+\S+ms`).MatchString(out) || strings.Contains(out, "raw") {
+		t.Errorf("table:\n%s", out)
+	}
+	if info, err := os.Stat(filepath.Join(dir, "cpu.prof")); err != nil || info.Size() == 0 {
+		t.Errorf("no CPU profile: %v", err)
+	}
+	stdout.Reset()
+	if code := Run(context.Background(), Options{}, []string{"queues", "--config", cfg}, nil, &stdout, &stderr); code != 0 ||
+		strings.Contains(stdout.String(), "duilie-bench-") {
+		t.Errorf("queues after bench: exit %d\n%s", code, stdout.String())
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--count", "10", "--duration", "1s"},
+		{"--batch", "101"},
+		{"--batch", "100", "--size", "3000"},
+		{"--delayed", "1.5"},
+		{"--sync", "sometimes"},
+		{"--consumer-batch", "0"},
+	} {
+		var stderr bytes.Buffer
+		code := Run(context.Background(), Options{}, append([]string{"bench"}, args...), nil, &bytes.Buffer{}, &stderr)
+		if code != exitUsage || !strings.HasSuffix(stderr.String(), "Run 'duilie bench --help' for usage.\n") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr.String())
+		}
+	}
+}
