@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/duilie/duilie/internal/bench"
 )
 
 // bench with a tiny count on a temporary embedded engine, SendBatch of 10 with a tenth of the
@@ -45,9 +47,9 @@ func TestBenchJSONCompareRaw(t *testing.T) {
 			EndToEndRate float64                       `json:"end_to_end_msgs_per_s"`
 			ConsumeRate  float64                       `json:"consume_msgs_per_s"`
 			SendCalls    int                           `json:"send_calls"`
-			SendLatency  *benchLatency                 `json:"send_call_latency_ms"`
-			Latency      *benchLatency                 `json:"enqueue_to_handler_ms"`
-			Lateness     *benchLatency                 `json:"delayed_due_to_handler_ms"`
+			SendLatency  *bench.Latency                `json:"send_call_latency_ms"`
+			Latency      *bench.Latency                `json:"enqueue_to_handler_ms"`
+			Lateness     *bench.Latency                `json:"delayed_due_to_handler_ms"`
 			Note         string                        `json:"note"`
 			CPU          float64                       `json:"cpu_us_per_msg"`
 			PeakRSS      int64                         `json:"peak_rss_bytes"`

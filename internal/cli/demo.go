@@ -21,6 +21,7 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/bench"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/server"
 )
@@ -435,14 +436,8 @@ func latencyRow(label string, ds []time.Duration) []string {
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	return []string{label, fmtLatency(percentile(s, 50)), fmtLatency(percentile(s, 90)),
-		fmtLatency(percentile(s, 99)), fmtLatency(s[len(s)-1])}
-}
-
-// percentile is the nearest-rank percentile of sorted durations.
-func percentile(sorted []time.Duration, p int) time.Duration {
-	rank := (p*len(sorted) + 99) / 100 // ⌈p/100 · n⌉
-	return sorted[max(rank, 1)-1]
+	return []string{label, fmtLatency(bench.Percentile(s, 50)), fmtLatency(bench.Percentile(s, 90)),
+		fmtLatency(bench.Percentile(s, 99)), fmtLatency(s[len(s)-1])}
 }
 
 func fmtLatency(d time.Duration) string {

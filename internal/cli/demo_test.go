@@ -90,21 +90,6 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-func TestPercentile(t *testing.T) {
-	var ds []time.Duration
-	for i := 1; i <= 200; i++ {
-		ds = append(ds, time.Duration(i)*time.Millisecond)
-	}
-	for p, want := range map[int]time.Duration{50: 100 * time.Millisecond, 90: 180 * time.Millisecond, 99: 198 * time.Millisecond, 100: 200 * time.Millisecond} {
-		if got := percentile(ds, p); got != want {
-			t.Errorf("p%d = %v, want %v", p, got, want)
-		}
-	}
-	if got := percentile(ds[:1], 99); got != time.Millisecond {
-		t.Errorf("p99 of one = %v", got)
-	}
-}
-
 // The demo's own check fails when the numbers do not add up (a lost or doubled delivery).
 func TestDemoCheck(t *testing.T) {
 	d := &demoState{groups: demoWorkload(true)}

@@ -109,7 +109,8 @@ func TestServeRegisteredKind(t *testing.T) {
 }
 
 // The command line knows no platform by its package: it chooses one through the registry
-// (server.LoadConfig and platform.NewConfig), so a new driver needs no change here.
+// (server.LoadConfig and platform.NewConfig), so a new driver needs no change here. (duilie
+// bench's raw nats.go baseline lives in internal/bench, which knows the engine on purpose.)
 func TestNoEngineImports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
