@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("DUILIE_TEST_APP") != "" {
 		os.Exit(testApp())
 	}
+	if os.Getenv("DUILIE_CLUSTER_APP") != "" {
+		os.Exit(clusterApp())
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -53,7 +56,7 @@ var headCommit = func() string {
 }()
 
 // duilieBinary builds cmd/duilie once per test run.
-func duilieBinary(t *testing.T) string {
+func duilieBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, binErr = os.MkdirTemp("", "duilie-e2e-")

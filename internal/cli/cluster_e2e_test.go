@@ -1,0 +1,733 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/jetstream"
+)
+
+// Several hosts on one cluster (issue 10, item 5): real nats-server processes, built from the
+// module this one depends on, form a 3-node JetStream cluster on loopback; two or three
+// `duilie serve` processes consume the same queue from it. [app] command is this test binary in
+// its recording mode (clusterApp), which appends what each event delivered to a file of its
+// serve's own.
+
+// natsServerBinary builds nats-server, the version go.mod names, next to the duilie binary.
+func natsServerBinary(t testing.TB) string {
+	t.Helper()
+	duilieBinary(t)
+	natsOnce.Do(func() {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "nats-server"),
+			"github.com/nats-io/nats-server/v2").CombinedOutput()
+		if err != nil {
+			natsErr = fmt.Errorf("go build nats-server: %v\n%s", err, out)
+		}
+	})
+	if natsErr != nil {
+		t.Fatal(natsErr)
+	}
+	return filepath.Join(binDir, "nats-server")
+}
+
+var (
+	natsOnce sync.Once
+	natsErr  error
+)
+
+// natsCluster is three nats-server processes forming one JetStream cluster.
+type natsCluster struct {
+	t       testing.TB
+	procs   []*exec.Cmd
+	clients []int // client ports
+	logs    []*bytes.Buffer
+	url     string // every server, comma-separated, with the user's credentials
+}
+
+func freeLoopbackPort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startNATSCluster(t testing.TB) *natsCluster {
+	t.Helper()
+	bin := natsServerBinary(t)
+	dir := t.TempDir()
+	c := &natsCluster{t: t}
+	var routes, urls []string
+	routePorts := make([]int, 3)
+	for i := range 3 {
+		routePorts[i] = freeLoopbackPort(t)
+		c.clients = append(c.clients, freeLoopbackPort(t))
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", routePorts[i]))
+		urls = append(urls, fmt.Sprintf("nats://a:pw@127.0.0.1:%d", c.clients[i]))
+	}
+	c.url = strings.Join(urls, ",")
+	for i := range 3 {
+		conf := fmt.Sprintf(`server_name: n%d
+listen: 127.0.0.1:%d
+jetstream { store_dir: %q }
+cluster { name: duilie-hosts, listen: 127.0.0.1:%d, routes: [%s] }
+accounts {
+  A: { jetstream: enabled, users: [{user: a, password: pw}] }
+  SYS: { users: [{user: sys, password: pw}] }
+}
+system_account: SYS
+`, i, c.clients[i], filepath.Join(dir, fmt.Sprint(i)), routePorts[i], strings.Join(routes, ", "))
+		file := filepath.Join(dir, fmt.Sprintf("n%d.conf", i))
+		if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "-c", file)
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c.procs = append(c.procs, cmd)
+		c.logs = append(c.logs, &log)
+		go cmd.Wait()
+	}
+	t.Cleanup(func() {
+		for _, p := range c.procs {
+			_ = p.Process.Kill()
+		}
+	})
+	// Ready once JetStream answers: the meta group has a leader.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nc, err := nats.Connect(c.url, nats.Timeout(time.Second))
+		if err == nil {
+			js, _ := natsjs.New(nc)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err = js.AccountInfo(ctx)
+			cancel()
+			nc.Close()
+		}
+		if err == nil {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the nats-server cluster did not become ready: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// syncWriter serialises writes of two pipes into one buffer.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// streamLeader returns the index of the server leading the queue's stream.
+func (c *natsCluster) streamLeader(queue string) int {
+	c.t.Helper()
+	nc, err := nats.Connect(c.url)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := natsjs.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// The driver's stream of a queue is DUILIE_<queue> (platform/jetstream's layout).
+	s, err := js.Stream(ctx, "DUILIE_"+queue)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if cl := s.CachedInfo().Cluster; cl != nil {
+		if i, err := strconv.Atoi(strings.TrimPrefix(cl.Leader, "n")); err == nil {
+			return i
+		}
+	}
+	c.t.Fatalf("stream of queue %s has no leader: %+v", queue, s.CachedInfo().Cluster)
+	return -1
+}
+
+// readyConsumer creates the queue's stream and durable consumer as serve would (the same ack
+// wait: max_batch_timeout 0 + the time limit + 30 s), and waits until the consumer has a
+// leader. Serves started at once on a fresh queue otherwise race its creation: a pull request
+// sent before the new R3 consumer has a leader fails with "no responders", and the driver
+// then waits for that request's expiry (5 s + 1 s) before it asks again.
+func readyConsumer(t testing.TB, url, queue string, timeLimit time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := jetstream.Open(ctx, jetstream.Config{URL: url, Replicas: 3, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := p.Consume(ctx, queue, platform.ConsumerOptions{MaxBatchSize: 1, MaxConcurrency: 1, AckWait: timeLimit + 30*time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := natsjs.New(nc)
+	for {
+		// The driver's names: stream DUILIE_<queue>, durable consumer "duilie".
+		if cons, err := js.Consumer(ctx, "DUILIE_"+queue, "duilie"); err == nil {
+			if cl := cons.CachedInfo().Cluster; cl != nil && cl.Leader != "" {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the consumer of queue %s has no leader after 30 s", queue)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clusterConfig writes a duilie.toml for the cluster: producer binding JOBS and a consumer of
+// queue, [app] command this test binary.
+func clusterConfig(t testing.TB, url, queue string, maxBatch, maxConcurrency, timeLimitMS int) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf(`[permissions]
+QUEUE = ["JOBS"]
+
+[[queues.producers]]
+binding = "JOBS"
+queue = %q
+
+[[queues.consumers]]
+queue = %q
+max_batch_size = %d
+max_batch_timeout = 0
+max_concurrency = %d
+max_retries = 100
+
+[app]
+command = [%q]
+time_limit_ms = %d
+shutdown_grace_ms = 1000
+
+[platform]
+nats_url = %q
+replicas = 3
+
+[dashboard]
+listen = ""
+`, queue, queue, maxBatch, maxConcurrency, exe, timeLimitMS, url)
+	path := filepath.Join(t.TempDir(), "duilie.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// clusterApp is [app] command in the cluster tests: it reads the batch over the bridge and
+// appends to $CLUSTER_APP_LOG, in one write, one line per message,
+// "m <serve> <n> <id> <attempts>", then "e <serve> <start ns> <end ns>" for the event. It
+// sleeps $CLUSTER_APP_SLEEP_MS between reading and writing. Exit 0: every message is done.
+func clusterApp() int {
+	start := time.Now()
+	serve := os.Getenv("CLUSTER_SERVE")
+	resp, err := http.Post(os.Getenv("DUILIE_BRIDGE"), "application/json", strings.NewReader(`["读取队列批次"]`))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 11
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		fmt.Fprintf(os.Stderr, "read batch: %d %s\n", resp.StatusCode, text)
+		return 13
+	}
+	var batch struct {
+		Messages []struct {
+			ID       string `json:"id"`
+			Attempts int    `json:"attempts"`
+			Body     struct {
+				N int `json:"n"`
+			} `json:"body"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(text, &batch); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 14
+	}
+	if ms, _ := strconv.Atoi(os.Getenv("CLUSTER_APP_SLEEP_MS")); ms > 0 {
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
+	var b strings.Builder
+	for _, m := range batch.Messages {
+		fmt.Fprintf(&b, "m %s %d %s %d\n", serve, m.Body.N, m.ID, m.Attempts)
+	}
+	fmt.Fprintf(&b, "e %s %d %d\n", serve, start.UnixNano(), time.Now().UnixNano())
+	f, err := os.OpenFile(os.Getenv("CLUSTER_APP_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 15
+	}
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 15
+	}
+	return 0
+}
+
+// hostProc is a running duilie serve on the cluster.
+type hostProc struct {
+	id   int
+	cmd  *exec.Cmd
+	log  string // the program's record
+	done chan struct{}
+
+	mu    sync.Mutex
+	lines []string
+}
+
+// startHost starts serve number id; it does not wait for it to serve.
+func startHost(t testing.TB, config, dir string, id, sleepMS int) *hostProc {
+	t.Helper()
+	h := &hostProc{id: id, log: filepath.Join(dir, fmt.Sprintf("serve%d.log", id)), done: make(chan struct{})}
+	h.cmd = exec.Command(duilieBinary(t), "serve", "--config", config)
+	h.cmd.Env = append(os.Environ(), "DUILIE_CLUSTER_APP=1", "CLUSTER_SERVE="+strconv.Itoa(id),
+		"CLUSTER_APP_LOG="+h.log, "CLUSTER_APP_SLEEP_MS="+strconv.Itoa(sleepMS))
+	stderr, err := h.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(h.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			h.mu.Lock()
+			h.lines = append(h.lines, sc.Text())
+			h.mu.Unlock()
+		}
+		_ = h.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = h.cmd.Process.Kill()
+		<-h.done
+		if t.Failed() {
+			h.mu.Lock()
+			t.Logf("serve %d log (last 30 lines):\n%s", id, strings.Join(h.lines[max(0, len(h.lines)-30):], "\n"))
+			h.mu.Unlock()
+		}
+	})
+	return h
+}
+
+// waitServing waits for serve's msg=serving line.
+func (h *hostProc) waitServing(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h.mu.Lock()
+		ok := false
+		for _, l := range h.lines {
+			if strings.Contains(l, "msg=serving") {
+				ok = true
+			}
+		}
+		h.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-h.done:
+			t.Fatalf("serve %d exited (%v) before serving", h.id, h.cmd.ProcessState)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve %d is not serving after 30 s", h.id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// record is what the programs of some serves recorded.
+type record struct {
+	deliveries map[int]int   // message n → deliveries recorded
+	byServe    map[int]int   // serve → deliveries recorded
+	events     map[int][]ivl // serve → its events' spans
+	total      int
+	again      int // deliveries with attempts > 1
+}
+
+type ivl struct{ start, end int64 }
+
+func readRecords(t testing.TB, hosts []*hostProc) record {
+	t.Helper()
+	r := record{deliveries: map[int]int{}, byServe: map[int]int{}, events: map[int][]ivl{}}
+	for _, h := range hosts {
+		b, err := os.ReadFile(h.log)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 5 && f[0] == "m":
+				n, _ := strconv.Atoi(f[2])
+				r.deliveries[n]++
+				r.byServe[h.id]++
+				r.total++
+				if a, _ := strconv.Atoi(f[4]); a > 1 {
+					r.again++
+				}
+			case len(f) == 4 && f[0] == "e":
+				s, _ := strconv.ParseInt(f[2], 10, 64)
+				e, _ := strconv.ParseInt(f[3], 10, 64)
+				r.events[h.id] = append(r.events[h.id], ivl{s, e})
+			}
+		}
+	}
+	return r
+}
+
+// maxOverlap is the most spans open at one instant.
+func maxOverlap(spans []ivl) int {
+	type edge struct {
+		at    int64
+		delta int
+	}
+	var edges []edge
+	for _, s := range spans {
+		edges = append(edges, edge{s.start, 1}, edge{s.end, -1})
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].delta < edges[j].delta // an end before a start at the same instant
+	})
+	most, open := 0, 0
+	for _, e := range edges {
+		open += e.delta
+		most = max(most, open)
+	}
+	return most
+}
+
+// sendBatches runs `duilie send-batch` with messages first…first+count-1 in batches of size,
+// and returns the numbers of the messages whose batch was accepted (exit 0).
+func sendBatch(t testing.TB, config string, first, count int) error {
+	items := make([]string, count)
+	for i := range count {
+		items[i] = fmt.Sprintf(`{"body":{"n":%d}}`, first+i)
+	}
+	cmd := exec.Command(duilieBinary(t), "send-batch", "--binding", "JOBS", "--config", config)
+	cmd.Stdin = strings.NewReader("[" + strings.Join(items, ",") + "]")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// waitDelivered waits until every message in want has been recorded, or the deadline.
+func waitDelivered(t testing.TB, hosts []*hostProc, want []int, wait time.Duration) record {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		r := readRecords(t, hosts)
+		missing := 0
+		for _, n := range want {
+			if r.deliveries[n] == 0 {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkDelivered fails the test for every accepted message never delivered, and logs the
+// duplicates and the spread.
+func checkDelivered(t testing.TB, r record, accepted []int, hosts []*hostProc) {
+	t.Helper()
+	var missing []int
+	for _, n := range accepted {
+		if r.deliveries[n] == 0 {
+			missing = append(missing, n)
+		}
+	}
+	dups := 0
+	for _, k := range r.deliveries {
+		dups += k - 1
+	}
+	var spread []string
+	for _, h := range hosts {
+		spread = append(spread, fmt.Sprintf("serve %d: %d", h.id, r.byServe[h.id]))
+	}
+	t.Logf("%d accepted, %d distinct delivered, %d deliveries (%d duplicates, %d with attempts > 1); %s",
+		len(accepted), len(r.deliveries), r.total, dups, r.again, strings.Join(spread, ", "))
+	if len(missing) > 0 {
+		t.Errorf("%d accepted messages never delivered, e.g. %v", len(missing), missing[:min(10, len(missing))])
+	}
+}
+
+// Two serves on a 3-node cluster share a queue: every message sent is delivered, both serves
+// get a share, and max_concurrency bounds each serve's own events, not the cluster's.
+func TestClusterHostsShare(t *testing.T) {
+	t.Parallel()
+	cl := startNATSCluster(t)
+	dir := t.TempDir()
+	const maxConcurrency = 2
+	cfg := clusterConfig(t, cl.url, "jobs", 10, maxConcurrency, 10000)
+	// The backlog is there before the serves start: a serve that keeps up with a trickle of
+	// sends may rightly take it all, so only a backlog shows whether the work is shared.
+	var accepted []int
+	const total, per = 400, 50
+	for first := 0; first < total; first += per {
+		if err := sendBatch(t, cfg, first, per); err != nil {
+			t.Fatalf("send-batch: %v", err)
+		}
+		for n := first; n < first+per; n++ {
+			accepted = append(accepted, n)
+		}
+	}
+	readyConsumer(t, cl.url, "jobs", 10*time.Second)
+	var hosts []*hostProc
+	for id := range 2 {
+		hosts = append(hosts, startHost(t, cfg, dir, id, 40))
+	}
+	r := waitDelivered(t, hosts, accepted, 30*time.Second)
+	checkDelivered(t, r, accepted, hosts)
+	var all []ivl
+	for _, h := range hosts {
+		if r.byServe[h.id] == 0 {
+			t.Errorf("serve %d got no message", h.id)
+		}
+		if k := maxOverlap(r.events[h.id]); k > maxConcurrency {
+			t.Errorf("serve %d ran %d events at once, max_concurrency is %d", h.id, k, maxConcurrency)
+		}
+		all = append(all, r.events[h.id]...)
+	}
+	// Each event sleeps 40 ms and the backlog is 40 batches: with the limit per process, the
+	// two serves together run more than max_concurrency events at some moment.
+	t.Logf("events at once: serve 0 %d, serve 1 %d, both %d", maxOverlap(r.events[0]), maxOverlap(r.events[1]), maxOverlap(all))
+	if k := maxOverlap(all); k <= maxConcurrency {
+		t.Errorf("the serves together ran at most %d events at once: max_concurrency %d looks cluster-wide", k, maxConcurrency)
+	}
+}
+
+// Three serves consume one queue on a 3-node cluster while send-batch processes keep sending;
+// one serve is killed with SIGKILL, then one nats-server (the stream's leader). Every message
+// of an accepted batch is delivered at least once. Long (its killed serve's messages come back
+// after the ack wait, over 30 s): DUILIE_CLUSTER_E2E=1 runs it.
+func TestClusterHostsKill(t *testing.T) {
+	if os.Getenv("DUILIE_CLUSTER_E2E") == "" {
+		t.Skip("about 60 s with real nats-server and serve processes; DUILIE_CLUSTER_E2E=1 runs it")
+	}
+	cl := startNATSCluster(t)
+	dir := t.TempDir()
+	cfg := clusterConfig(t, cl.url, "jobs", 20, 2, 2000)
+	readyConsumer(t, cl.url, "jobs", 2*time.Second)
+	var hosts []*hostProc
+	for id := range 3 {
+		hosts = append(hosts, startHost(t, cfg, dir, id, 5))
+	}
+	for _, h := range hosts {
+		h.waitServing(t)
+	}
+
+	const per = 25
+	var (
+		mu       sync.Mutex
+		accepted []int
+		failed   []string
+		next     atomic.Int64
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 { // two producers, each a send-batch process after another
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				first := int(next.Add(per)) - per
+				err := sendBatch(t, cfg, first, per)
+				mu.Lock()
+				if err == nil {
+					for n := first; n < first+per; n++ {
+						accepted = append(accepted, n)
+					}
+				} else {
+					failed = append(failed, fmt.Sprintf("batch %d: %v", first, err))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(4 * time.Second)
+	before := readRecords(t, hosts)
+	if before.byServe[0] == 0 {
+		t.Errorf("serve 0 got nothing in 4 s of traffic")
+	}
+	_ = hosts[0].cmd.Process.Kill()
+	t.Logf("killed serve 0 (pid %d) after it recorded %d deliveries", hosts[0].cmd.Process.Pid, before.byServe[0])
+	time.Sleep(3 * time.Second)
+	leader := cl.streamLeader("jobs")
+	_ = cl.procs[leader].Process.Kill()
+	t.Logf("killed nats-server n%d (pid %d), the stream's leader", leader, cl.procs[leader].Process.Pid)
+	time.Sleep(6 * time.Second)
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(accepted) < 200 {
+		t.Fatalf("only %d messages accepted; failures: %v", len(accepted), failed)
+	}
+	t.Logf("%d batches failed to send (not counted as accepted): %v", len(failed), failed[:min(3, len(failed))])
+	// The killed serve's unfinished batches come back after the ack wait: 0 + 2 s + 30 s.
+	r := waitDelivered(t, hosts, accepted, 60*time.Second)
+	checkDelivered(t, r, accepted, hosts)
+	after := 0
+	for _, h := range hosts[1:] {
+		if r.byServe[h.id] == 0 {
+			t.Errorf("serve %d got no message", h.id)
+		}
+		after += r.byServe[h.id] - before.byServe[h.id]
+	}
+	if after == 0 {
+		t.Errorf("nothing delivered after the kills")
+	}
+}
+
+// BenchmarkClusterHosts: the same workload (b.N messages of {"n":…}, about 12 B, already in the
+// queue) drained by 1, 2 and 3 serve processes on a 3-node cluster of nats-server processes
+// (R3), max_batch_size 100, max_concurrency 4, the program this test binary (one process per
+// batch). Reports msgs/s from the serves' start to the last message recorded.
+//
+//	go test -run '^$' -bench ClusterHosts -benchtime 20000x ./internal/cli/
+func BenchmarkClusterHosts(b *testing.B) {
+	cl := startNATSCluster(b)
+	for _, serves := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("serves=%d", serves), func(b *testing.B) {
+			queue := fmt.Sprintf("bench-%d-%d", serves, b.N)
+			cfg := clusterConfig(b, cl.url, queue, 100, 4, 30000)
+			preload(b, cl.url, queue, b.N)
+			readyConsumer(b, cl.url, queue, 30*time.Second)
+			dir := b.TempDir()
+			b.ResetTimer()
+			start := time.Now()
+			var hosts []*hostProc
+			for id := range serves {
+				hosts = append(hosts, startHost(b, cfg, dir, id, 0))
+			}
+			want := make([]int, b.N)
+			for i := range want {
+				want[i] = i
+			}
+			r := waitDelivered(b, hosts, want, 10*time.Minute)
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if len(r.deliveries) != b.N {
+				b.Fatalf("%d of %d messages delivered", len(r.deliveries), b.N)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+			var spread []string
+			for _, h := range hosts {
+				spread = append(spread, strconv.Itoa(r.byServe[h.id]))
+			}
+			b.Logf("%d messages, %d serves: %.2f s, %.0f msgs/s, spread %s, %d duplicates",
+				b.N, serves, elapsed.Seconds(), float64(b.N)/elapsed.Seconds(), strings.Join(spread, "/"), r.total-len(r.deliveries))
+			for _, h := range hosts {
+				_ = h.cmd.Process.Signal(os.Interrupt)
+			}
+			for _, h := range hosts {
+				<-h.done
+			}
+		})
+	}
+}
+
+// preload sends n messages {"n": 0…n-1} to queue through the platform, in batches of 100 from
+// 4 goroutines.
+func preload(b testing.TB, url, queue string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	p, err := jetstream.Open(ctx, jetstream.Config{URL: url, Replicas: 3, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	q, err := p.Queue(ctx, queue)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				first := int(next.Add(100)) - 100
+				if first >= n {
+					errs <- nil
+					return
+				}
+				var items []platform.BatchItem
+				for i := first; i < min(first+100, n); i++ {
+					items = append(items, platform.BatchItem{Body: []byte(fmt.Sprintf(`{"n":%d}`, i)), ContentType: platform.JSON})
+				}
+				if err := q.SendBatch(ctx, items); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
