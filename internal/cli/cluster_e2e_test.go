@@ -4,15 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,31 +29,40 @@ import (
 
 // Several hosts on one cluster (issue 10, item 5): real nats-server processes, built from the
 // module this one depends on, form a 3-node JetStream cluster on loopback; two or three
-// `duilie serve` processes consume the same queue from it. [app] command is this test binary in
-// its recording mode (clusterApp), which appends what each event delivered to a file of its
-// serve's own.
+// `duilie serve` processes consume the same queue from it. [app] command is testdata/recorder,
+// which appends what each event delivered to a file of its serve's own.
 
 // natsServerBinary builds nats-server, the version go.mod names, next to the duilie binary.
 func natsServerBinary(t testing.TB) string {
-	t.Helper()
-	duilieBinary(t)
-	natsOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "nats-server"),
-			"github.com/nats-io/nats-server/v2").CombinedOutput()
-		if err != nil {
-			natsErr = fmt.Errorf("go build nats-server: %v\n%s", err, out)
-		}
-	})
-	if natsErr != nil {
-		t.Fatal(natsErr)
-	}
-	return filepath.Join(binDir, "nats-server")
+	return buildTool(t, &natsBuild, "nats-server", "github.com/nats-io/nats-server/v2")
 }
 
-var (
-	natsOnce sync.Once
-	natsErr  error
-)
+// recorderBinary builds testdata/recorder, the cluster tests' program.
+func recorderBinary(t testing.TB) string {
+	return buildTool(t, &recorderBuild, "recorder", "./testdata/recorder")
+}
+
+type toolBuild struct {
+	once sync.Once
+	err  error
+}
+
+var natsBuild, recorderBuild toolBuild
+
+func buildTool(t testing.TB, b *toolBuild, name, pkg string) string {
+	t.Helper()
+	duilieBinary(t) // makes binDir
+	b.once.Do(func() {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return filepath.Join(binDir, name)
+}
 
 // natsCluster is three nats-server processes forming one JetStream cluster.
 type natsCluster struct {
@@ -217,13 +225,10 @@ func readyConsumer(t testing.TB, url, queue string, timeLimit time.Duration) {
 }
 
 // clusterConfig writes a duilie.toml for the cluster: producer binding JOBS and a consumer of
-// queue, [app] command this test binary.
+// queue, [app] command testdata/recorder.
 func clusterConfig(t testing.TB, url, queue string, maxBatch, maxConcurrency, timeLimitMS int) string {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := recorderBinary(t)
 	text := fmt.Sprintf(`[permissions]
 QUEUE = ["JOBS"]
 
@@ -257,58 +262,6 @@ listen = ""
 	return path
 }
 
-// clusterApp is [app] command in the cluster tests: it reads the batch over the bridge and
-// appends to $CLUSTER_APP_LOG, in one write, one line per message,
-// "m <serve> <n> <id> <attempts>", then "e <serve> <start ns> <end ns>" for the event. It
-// sleeps $CLUSTER_APP_SLEEP_MS between reading and writing. Exit 0: every message is done.
-func clusterApp() int {
-	start := time.Now()
-	serve := os.Getenv("CLUSTER_SERVE")
-	resp, err := http.Post(os.Getenv("DUILIE_BRIDGE"), "application/json", strings.NewReader(`["读取队列批次"]`))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 11
-	}
-	text, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		fmt.Fprintf(os.Stderr, "read batch: %d %s\n", resp.StatusCode, text)
-		return 13
-	}
-	var batch struct {
-		Messages []struct {
-			ID       string `json:"id"`
-			Attempts int    `json:"attempts"`
-			Body     struct {
-				N int `json:"n"`
-			} `json:"body"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(text, &batch); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 14
-	}
-	if ms, _ := strconv.Atoi(os.Getenv("CLUSTER_APP_SLEEP_MS")); ms > 0 {
-		time.Sleep(time.Duration(ms) * time.Millisecond)
-	}
-	var b strings.Builder
-	for _, m := range batch.Messages {
-		fmt.Fprintf(&b, "m %s %d %s %d\n", serve, m.Body.N, m.ID, m.Attempts)
-	}
-	fmt.Fprintf(&b, "e %s %d %d\n", serve, start.UnixNano(), time.Now().UnixNano())
-	f, err := os.OpenFile(os.Getenv("CLUSTER_APP_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 15
-	}
-	defer f.Close()
-	if _, err := f.WriteString(b.String()); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 15
-	}
-	return 0
-}
-
 // hostProc is a running duilie serve on the cluster.
 type hostProc struct {
 	id   int
@@ -325,7 +278,7 @@ func startHost(t testing.TB, config, dir string, id, sleepMS int) *hostProc {
 	t.Helper()
 	h := &hostProc{id: id, log: filepath.Join(dir, fmt.Sprintf("serve%d.log", id)), done: make(chan struct{})}
 	h.cmd = exec.Command(duilieBinary(t), "serve", "--config", config)
-	h.cmd.Env = append(os.Environ(), "DUILIE_CLUSTER_APP=1", "CLUSTER_SERVE="+strconv.Itoa(id),
+	h.cmd.Env = append(os.Environ(), "CLUSTER_SERVE="+strconv.Itoa(id),
 		"CLUSTER_APP_LOG="+h.log, "CLUSTER_APP_SLEEP_MS="+strconv.Itoa(sleepMS))
 	stderr, err := h.cmd.StderrPipe()
 	if err != nil {
@@ -644,7 +597,7 @@ func TestClusterHostsKill(t *testing.T) {
 
 // BenchmarkClusterHosts: the same workload (b.N messages of {"n":…}, about 12 B, already in the
 // queue) drained by 1, 2 and 3 serve processes on a 3-node cluster of nats-server processes
-// (R3), max_batch_size 100, max_concurrency 4, the program this test binary (one process per
+// (R3), max_batch_size 100, max_concurrency 4, the program testdata/recorder (one process per
 // batch). Reports msgs/s from the serves' start to the last message recorded.
 //
 //	go test -run '^$' -bench ClusterHosts -benchtime 20000x ./internal/cli/
@@ -657,6 +610,8 @@ func BenchmarkClusterHosts(b *testing.B) {
 			preload(b, cl.url, queue, b.N)
 			readyConsumer(b, cl.url, queue, 30*time.Second)
 			dir := b.TempDir()
+			natsBefore := cl.cpu()
+			machineBefore := machineBusy()
 			b.ResetTimer()
 			start := time.Now()
 			var hosts []*hostProc
@@ -670,24 +625,80 @@ func BenchmarkClusterHosts(b *testing.B) {
 			r := waitDelivered(b, hosts, want, 10*time.Minute)
 			elapsed := time.Since(start)
 			b.StopTimer()
+			natsCPU := cl.cpu() - natsBefore
+			machine := machineBusy().sub(machineBefore)
 			if len(r.deliveries) != b.N {
 				b.Fatalf("%d of %d messages delivered", len(r.deliveries), b.N)
 			}
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+			for _, h := range hosts {
+				_ = h.cmd.Process.Signal(os.Interrupt)
+			}
+			// A serve's CPU time counts its programs (their processes are waited for).
+			var serveCPU time.Duration
+			for _, h := range hosts {
+				<-h.done
+				serveCPU += h.cmd.ProcessState.UserTime() + h.cmd.ProcessState.SystemTime()
+			}
+			rate := float64(b.N) / elapsed.Seconds()
+			b.ReportMetric(rate, "msgs/s")
+			b.ReportMetric(float64(serveCPU.Microseconds())/float64(b.N), "serve-cpu-µs/msg")
+			b.ReportMetric(float64(natsCPU.Microseconds())/float64(b.N), "nats-cpu-µs/msg")
 			var spread []string
 			for _, h := range hosts {
 				spread = append(spread, strconv.Itoa(r.byServe[h.id]))
 			}
-			b.Logf("%d messages, %d serves: %.2f s, %.0f msgs/s, spread %s, %d duplicates",
-				b.N, serves, elapsed.Seconds(), float64(b.N)/elapsed.Seconds(), strings.Join(spread, "/"), r.total-len(r.deliveries))
-			for _, h := range hosts {
-				_ = h.cmd.Process.Signal(os.Interrupt)
-			}
-			for _, h := range hosts {
-				<-h.done
-			}
+			b.Logf("%d messages, %d serves: %.2f s, %.0f msgs/s, spread %s, %d duplicates; CPU: serves and their programs %.2f s, nats-servers %.2f s; machine busy %.0f%% of its %d CPUs (everyone's work)",
+				b.N, serves, elapsed.Seconds(), rate, strings.Join(spread, "/"), r.total-len(r.deliveries),
+				serveCPU.Seconds(), natsCPU.Seconds(), 100*machine, runtime.NumCPU())
 		})
 	}
+}
+
+// cpu is the CPU time the cluster's live servers have used so far (Linux; 0 elsewhere).
+func (c *natsCluster) cpu() time.Duration {
+	var total time.Duration
+	for _, p := range c.procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			total += time.Duration(u+s) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+		}
+	}
+	return total
+}
+
+// busy is the machine's CPU time, all CPUs, from /proc/stat: busy and total jiffies.
+type busy struct{ busy, total int64 }
+
+func machineBusy() busy {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return busy{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	var v busy
+	for i, f := range strings.Fields(line)[1:] {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		v.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			v.busy += n
+		}
+	}
+	return v
+}
+
+// sub is the busy fraction between an earlier reading and this one.
+func (v busy) sub(before busy) float64 {
+	if v.total == before.total {
+		return 0
+	}
+	return float64(v.busy-before.busy) / float64(v.total-before.total)
 }
 
 // preload sends n messages {"n": 0…n-1} to queue through the platform, in batches of 100 from

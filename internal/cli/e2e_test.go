@@ -29,9 +29,6 @@ func TestMain(m *testing.M) {
 	if os.Getenv("DUILIE_TEST_APP") != "" {
 		os.Exit(testApp())
 	}
-	if os.Getenv("DUILIE_CLUSTER_APP") != "" {
-		os.Exit(clusterApp())
-	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
