@@ -47,7 +47,7 @@ type toolBuild struct {
 	err  error
 }
 
-var natsBuild, recorderBuild toolBuild
+var natsBuild, recorderBuild, inprocBuild toolBuild
 
 func buildTool(t testing.TB, b *toolBuild, name, pkg string) string {
 	t.Helper()
@@ -228,7 +228,13 @@ func readyConsumer(t testing.TB, url, queue string, timeLimit time.Duration) {
 // queue, [app] command testdata/recorder.
 func clusterConfig(t testing.TB, url, queue string, maxBatch, maxConcurrency, timeLimitMS int) string {
 	t.Helper()
-	exe := recorderBinary(t)
+	return writeClusterConfig(t, url, queue, maxBatch, maxConcurrency, timeLimitMS,
+		fmt.Sprintf("command = [%q]\n", recorderBinary(t)))
+}
+
+// writeClusterConfig writes the configuration with command, a line of [app] or "".
+func writeClusterConfig(t testing.TB, url, queue string, maxBatch, maxConcurrency, timeLimitMS int, command string) string {
+	t.Helper()
 	text := fmt.Sprintf(`[permissions]
 QUEUE = ["JOBS"]
 
@@ -244,8 +250,7 @@ max_concurrency = %d
 max_retries = 100
 
 [app]
-command = [%q]
-time_limit_ms = %d
+%stime_limit_ms = %d
 shutdown_grace_ms = 1000
 
 [platform]
@@ -254,7 +259,7 @@ replicas = 3
 
 [dashboard]
 listen = ""
-`, queue, queue, maxBatch, maxConcurrency, exe, timeLimitMS, url)
+`, queue, queue, maxBatch, maxConcurrency, command, timeLimitMS, url)
 	path := filepath.Join(t.TempDir(), "duilie.toml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -276,8 +281,14 @@ type hostProc struct {
 // startHost starts serve number id; it does not wait for it to serve.
 func startHost(t testing.TB, config, dir string, id, sleepMS int) *hostProc {
 	t.Helper()
+	return startHostOf(t, duilieBinary(t), config, dir, id, sleepMS)
+}
+
+// startHostOf starts serve of the binary bin: duilie, or a Go program with duilie's command line.
+func startHostOf(t testing.TB, bin, config, dir string, id, sleepMS int) *hostProc {
+	t.Helper()
 	h := &hostProc{id: id, log: filepath.Join(dir, fmt.Sprintf("serve%d.log", id)), done: make(chan struct{})}
-	h.cmd = exec.Command(duilieBinary(t), "serve", "--config", config)
+	h.cmd = exec.Command(bin, "serve", "--config", config)
 	h.cmd.Env = append(os.Environ(), "CLUSTER_SERVE="+strconv.Itoa(id),
 		"CLUSTER_APP_LOG="+h.log, "CLUSTER_APP_SLEEP_MS="+strconv.Itoa(sleepMS))
 	stderr, err := h.cmd.StderrPipe()
@@ -597,61 +608,74 @@ func TestClusterHostsKill(t *testing.T) {
 
 // BenchmarkClusterHosts: the same workload (b.N messages of {"n":…}, about 12 B, already in the
 // queue) drained by 1, 2 and 3 serve processes on a 3-node cluster of nats-server processes
-// (R3), max_batch_size 100, max_concurrency 4, the program testdata/recorder (one process per
-// batch). Reports msgs/s from the serves' start to the last message recorded.
+// (R3), max_batch_size 100, max_concurrency 4. program=process: `duilie serve` running
+// testdata/recorder once per batch; program=inproc: testdata/inproc, a Go program on package
+// app whose handler records in-process. Reports msgs/s from the serves' start to the last
+// message recorded, and the CPU time the serves (with their programs) and the nats-servers
+// took per message.
 //
 //	go test -run '^$' -bench ClusterHosts -benchtime 20000x ./internal/cli/
 func BenchmarkClusterHosts(b *testing.B) {
 	cl := startNATSCluster(b)
-	for _, serves := range []int{1, 2, 3} {
-		b.Run(fmt.Sprintf("serves=%d", serves), func(b *testing.B) {
-			queue := fmt.Sprintf("bench-%d-%d", serves, b.N)
-			cfg := clusterConfig(b, cl.url, queue, 100, 4, 30000)
-			preload(b, cl.url, queue, b.N)
-			readyConsumer(b, cl.url, queue, 30*time.Second)
-			dir := b.TempDir()
-			natsBefore := cl.cpu()
-			machineBefore := machineBusy()
-			b.ResetTimer()
-			start := time.Now()
-			var hosts []*hostProc
-			for id := range serves {
-				hosts = append(hosts, startHost(b, cfg, dir, id, 0))
-			}
-			want := make([]int, b.N)
-			for i := range want {
-				want[i] = i
-			}
-			r := waitDelivered(b, hosts, want, 10*time.Minute)
-			elapsed := time.Since(start)
-			b.StopTimer()
-			natsCPU := cl.cpu() - natsBefore
-			machine := machineBusy().sub(machineBefore)
-			if len(r.deliveries) != b.N {
-				b.Fatalf("%d of %d messages delivered", len(r.deliveries), b.N)
-			}
-			for _, h := range hosts {
-				_ = h.cmd.Process.Signal(os.Interrupt)
-			}
-			// A serve's CPU time counts its programs (their processes are waited for).
-			var serveCPU time.Duration
-			for _, h := range hosts {
-				<-h.done
-				serveCPU += h.cmd.ProcessState.UserTime() + h.cmd.ProcessState.SystemTime()
-			}
-			rate := float64(b.N) / elapsed.Seconds()
-			b.ReportMetric(rate, "msgs/s")
-			b.ReportMetric(float64(serveCPU.Microseconds())/float64(b.N), "serve-cpu-µs/msg")
-			b.ReportMetric(float64(natsCPU.Microseconds())/float64(b.N), "nats-cpu-µs/msg")
-			var spread []string
-			for _, h := range hosts {
-				spread = append(spread, strconv.Itoa(r.byServe[h.id]))
-			}
-			b.Logf("%d messages, %d serves: %.2f s, %.0f msgs/s, spread %s, %d duplicates; CPU: serves and their programs %.2f s, nats-servers %.2f s; machine busy %.0f%% of its %d CPUs (everyone's work)",
-				b.N, serves, elapsed.Seconds(), rate, strings.Join(spread, "/"), r.total-len(r.deliveries),
-				serveCPU.Seconds(), natsCPU.Seconds(), 100*machine, runtime.NumCPU())
-		})
+	for _, program := range []string{"process", "inproc"} {
+		for _, serves := range []int{1, 2, 3} {
+			benchClusterHosts(b, cl, program, serves)
+		}
 	}
+}
+
+func benchClusterHosts(b *testing.B, cl *natsCluster, program string, serves int) {
+	b.Run(fmt.Sprintf("program=%s/serves=%d", program, serves), func(b *testing.B) {
+		queue := fmt.Sprintf("bench-%s-%d-%d", program, serves, b.N)
+		bin, cfg := duilieBinary(b), clusterConfig(b, cl.url, queue, 100, 4, 30000)
+		if program == "inproc" {
+			bin = buildTool(b, &inprocBuild, "inproc", "./testdata/inproc")
+			cfg = writeClusterConfig(b, cl.url, queue, 100, 4, 30000, "")
+		}
+		preload(b, cl.url, queue, b.N)
+		readyConsumer(b, cl.url, queue, 30*time.Second)
+		dir := b.TempDir()
+		natsBefore := cl.cpu()
+		machineBefore := machineBusy()
+		b.ResetTimer()
+		start := time.Now()
+		var hosts []*hostProc
+		for id := range serves {
+			hosts = append(hosts, startHostOf(b, bin, cfg, dir, id, 0))
+		}
+		want := make([]int, b.N)
+		for i := range want {
+			want[i] = i
+		}
+		r := waitDelivered(b, hosts, want, 10*time.Minute)
+		elapsed := time.Since(start)
+		b.StopTimer()
+		natsCPU := cl.cpu() - natsBefore
+		machine := machineBusy().sub(machineBefore)
+		if len(r.deliveries) != b.N {
+			b.Fatalf("%d of %d messages delivered", len(r.deliveries), b.N)
+		}
+		for _, h := range hosts {
+			_ = h.cmd.Process.Signal(os.Interrupt)
+		}
+		// A serve's CPU time counts its programs (their processes are waited for).
+		var serveCPU time.Duration
+		for _, h := range hosts {
+			<-h.done
+			serveCPU += h.cmd.ProcessState.UserTime() + h.cmd.ProcessState.SystemTime()
+		}
+		rate := float64(b.N) / elapsed.Seconds()
+		b.ReportMetric(rate, "msgs/s")
+		b.ReportMetric(float64(serveCPU.Microseconds())/float64(b.N), "serve-cpu-µs/msg")
+		b.ReportMetric(float64(natsCPU.Microseconds())/float64(b.N), "nats-cpu-µs/msg")
+		var spread []string
+		for _, h := range hosts {
+			spread = append(spread, strconv.Itoa(r.byServe[h.id]))
+		}
+		b.Logf("%d messages, %d serves: %.2f s, %.0f msgs/s, spread %s, %d duplicates; CPU: serves and their programs %.2f s, nats-servers %.2f s; machine busy %.0f%% of its %d CPUs (everyone's work)",
+			b.N, serves, elapsed.Seconds(), rate, strings.Join(spread, "/"), r.total-len(r.deliveries),
+			serveCPU.Seconds(), natsCPU.Seconds(), 100*machine, runtime.NumCPU())
+	})
 }
 
 // cpu is the CPU time the cluster's live servers have used so far (Linux; 0 elsewhere).
