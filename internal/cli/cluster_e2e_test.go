@@ -279,18 +279,19 @@ type hostProc struct {
 }
 
 // startHost starts serve number id; it does not wait for it to serve.
-func startHost(t testing.TB, config, dir string, id, sleepMS int) *hostProc {
+func startHost(t testing.TB, config, dir string, id, sleepMS int, env ...string) *hostProc {
 	t.Helper()
-	return startHostOf(t, duilieBinary(t), config, dir, id, sleepMS)
+	return startHostOf(t, duilieBinary(t), config, dir, id, sleepMS, env...)
 }
 
 // startHostOf starts serve of the binary bin: duilie, or a Go program with duilie's command line.
-func startHostOf(t testing.TB, bin, config, dir string, id, sleepMS int) *hostProc {
+func startHostOf(t testing.TB, bin, config, dir string, id, sleepMS int, env ...string) *hostProc {
 	t.Helper()
 	h := &hostProc{id: id, log: filepath.Join(dir, fmt.Sprintf("serve%d.log", id)), done: make(chan struct{})}
 	h.cmd = exec.Command(bin, "serve", "--config", config)
 	h.cmd.Env = append(os.Environ(), "CLUSTER_SERVE="+strconv.Itoa(id),
 		"CLUSTER_APP_LOG="+h.log, "CLUSTER_APP_SLEEP_MS="+strconv.Itoa(sleepMS))
+	h.cmd.Env = append(h.cmd.Env, env...)
 	stderr, err := h.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -532,7 +533,14 @@ func TestClusterHostsKill(t *testing.T) {
 	readyConsumer(t, cl.url, "jobs", 2*time.Second)
 	var hosts []*hostProc
 	for id := range 3 {
-		hosts = append(hosts, startHost(t, cfg, dir, id, 5))
+		// Serve 0's events wait 300 ms before they read their batch, so that it has batches
+		// in flight when it is killed, and they record nothing then: those messages count as
+		// delivered only once another serve gets them again.
+		var env []string
+		if id == 0 {
+			env = append(env, "CLUSTER_APP_SLEEP_BEFORE_MS=300")
+		}
+		hosts = append(hosts, startHost(t, cfg, dir, id, 5, env...))
 	}
 	for _, h := range hosts {
 		h.waitServing(t)
@@ -544,6 +552,8 @@ func TestClusterHostsKill(t *testing.T) {
 		accepted []int
 		failed   []string
 		next     atomic.Int64
+		killedAt time.Time // the nats-server's kill
+		resumed  []time.Duration
 	)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -558,14 +568,22 @@ func TestClusterHostsKill(t *testing.T) {
 				default:
 				}
 				first := int(next.Add(per)) - per
+				began := time.Now()
 				err := sendBatch(t, cfg, first, per)
 				mu.Lock()
+				since := "before the nats-server's kill"
+				if !killedAt.IsZero() && began.After(killedAt) {
+					since = fmt.Sprintf("started %.1f s after the nats-server's kill", began.Sub(killedAt).Seconds())
+				}
 				if err == nil {
 					for n := first; n < first+per; n++ {
 						accepted = append(accepted, n)
 					}
+					if !killedAt.IsZero() && began.After(killedAt) {
+						resumed = append(resumed, began.Sub(killedAt))
+					}
 				} else {
-					failed = append(failed, fmt.Sprintf("batch %d: %v", first, err))
+					failed = append(failed, fmt.Sprintf("batch %d (%s, took %.1f s): %v", first, since, time.Since(began).Seconds(), err))
 				}
 				mu.Unlock()
 			}
@@ -580,9 +598,12 @@ func TestClusterHostsKill(t *testing.T) {
 	t.Logf("killed serve 0 (pid %d) after it recorded %d deliveries", hosts[0].cmd.Process.Pid, before.byServe[0])
 	time.Sleep(3 * time.Second)
 	leader := cl.streamLeader("jobs")
+	mu.Lock()
+	killedAt = time.Now()
+	mu.Unlock()
 	_ = cl.procs[leader].Process.Kill()
 	t.Logf("killed nats-server n%d (pid %d), the stream's leader", leader, cl.procs[leader].Process.Pid)
-	time.Sleep(6 * time.Second)
+	time.Sleep(15 * time.Second)
 	close(stop)
 	wg.Wait()
 	mu.Lock()
@@ -590,10 +611,18 @@ func TestClusterHostsKill(t *testing.T) {
 	if len(accepted) < 200 {
 		t.Fatalf("only %d messages accepted; failures: %v", len(accepted), failed)
 	}
-	t.Logf("%d batches failed to send (not counted as accepted): %v", len(failed), failed[:min(3, len(failed))])
+	t.Logf("%d batches failed to send (not counted as accepted):\n%s", len(failed), strings.Join(failed, "\n"))
+	if len(resumed) == 0 {
+		t.Errorf("no batch started after the nats-server's kill was accepted in 15 s")
+	} else {
+		t.Logf("%d batches started after the nats-server's kill were accepted, the first started %.1f s after it", len(resumed), resumed[0].Seconds())
+	}
 	// The killed serve's unfinished batches come back after the ack wait: 0 + 2 s + 30 s.
 	r := waitDelivered(t, hosts, accepted, 60*time.Second)
 	checkDelivered(t, r, accepted, hosts)
+	if r.again == 0 {
+		t.Errorf("no message came back with attempts > 1: the killed serve's batches in flight were not redelivered")
+	}
 	after := 0
 	for _, h := range hosts[1:] {
 		if r.byServe[h.id] == 0 {

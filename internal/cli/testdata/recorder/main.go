@@ -1,8 +1,9 @@
 // Command recorder is [app] command of the cluster tests (cluster_e2e_test.go): a queue event
 // reads its batch over the bridge and appends to $CLUSTER_APP_LOG, in one write, one line per
 // message, "m <serve> <n> <id> <attempts>", then "e <serve> <start ns> <end ns>" for the
-// event. It sleeps $CLUSTER_APP_SLEEP_MS between reading and writing, and exits 0: every
-// message is done. A program of its own, not the test binary, so that an event costs what a
+// event. It sleeps $CLUSTER_APP_SLEEP_BEFORE_MS before reading (a serve killed meanwhile takes
+// its bridge along: nothing is recorded) and $CLUSTER_APP_SLEEP_MS between reading and
+// writing, and exits 0: every message is done. A program of its own, not the test binary, so that an event costs what a
 // small program costs (the test binary takes about 15 ms of CPU to start).
 package main
 
@@ -22,6 +23,9 @@ func main() { os.Exit(run()) }
 func run() int {
 	start := time.Now()
 	serve := os.Getenv("CLUSTER_SERVE")
+	if ms, _ := strconv.Atoi(os.Getenv("CLUSTER_APP_SLEEP_BEFORE_MS")); ms > 0 {
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
 	resp, err := http.Post(os.Getenv("DUILIE_BRIDGE"), "application/json", strings.NewReader(`["读取队列批次"]`))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
