@@ -494,10 +494,21 @@ func TestClusterHostsShare(t *testing.T) {
 			accepted = append(accepted, n)
 		}
 	}
+	// Paused until both serve: a serve slow to start on a loaded machine would otherwise find
+	// the backlog gone.
 	readyConsumer(t, cl.url, "jobs", 10*time.Second)
+	if r := runDuilie(t, "", nil, "pause", "jobs", "--config", cfg); r.code != 0 {
+		t.Fatalf("pause: exit %d, %s", r.code, r.stderr)
+	}
 	var hosts []*hostProc
 	for id := range 2 {
 		hosts = append(hosts, startHost(t, cfg, dir, id, 40))
+	}
+	for _, h := range hosts {
+		h.waitServing(t)
+	}
+	if r := runDuilie(t, "", nil, "resume", "jobs", "--config", cfg); r.code != 0 {
+		t.Fatalf("resume: exit %d, %s", r.code, r.stderr)
 	}
 	r := waitDelivered(t, hosts, accepted, 30*time.Second)
 	checkDelivered(t, r, accepted, hosts)
