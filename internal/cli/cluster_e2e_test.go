@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -68,8 +67,9 @@ func buildTool(t testing.TB, b *toolBuild, name, pkg string) string {
 type natsCluster struct {
 	t       testing.TB
 	procs   []*exec.Cmd
+	exited  []chan struct{}
 	clients []int // client ports
-	logs    []*bytes.Buffer
+	logs    []*syncWriter
 	url     string // every server, comma-separated, with the user's credentials
 }
 
@@ -113,18 +113,22 @@ system_account: SYS
 			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, "-c", file)
-		var log bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
+		log := &syncWriter{}
+		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		c.procs = append(c.procs, cmd)
-		c.logs = append(c.logs, &log)
-		go cmd.Wait()
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		c.procs, c.exited, c.logs = append(c.procs, cmd), append(c.exited, exited), append(c.logs, log)
 	}
 	t.Cleanup(func() {
-		for _, p := range c.procs {
+		for i, p := range c.procs {
 			_ = p.Process.Kill()
+			<-c.exited[i] // before the store directories are removed
+			if t.Failed() {
+				t.Logf("nats-server n%d log (last 20 lines):\n%s", i, c.logs[i].tail(20))
+			}
 		}
 	})
 	// Ready once JetStream answers: the meta group has a leader.
@@ -148,16 +152,24 @@ system_account: SYS
 	}
 }
 
-// syncWriter serialises writes of two pipes into one buffer.
+// syncWriter collects a process's stdout and stderr.
 type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.Write(p)
+	return s.buf.Write(p)
+}
+
+// tail is the last n lines written.
+func (s *syncWriter) tail(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(s.buf.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // streamLeader returns the index of the server leading the queue's stream.
@@ -315,8 +327,14 @@ func startHostOf(t testing.TB, bin, config, dir string, id, sleepMS int, env ...
 		<-h.done
 		if t.Failed() {
 			h.mu.Lock()
-			t.Logf("serve %d log (last 30 lines):\n%s", id, strings.Join(h.lines[max(0, len(h.lines)-30):], "\n"))
+			var notes []string // the log without its line per event
+			for _, l := range h.lines {
+				if !strings.Contains(l, `msg="queue event"`) {
+					notes = append(notes, l)
+				}
+			}
 			h.mu.Unlock()
+			t.Logf("serve %d log, queue event lines left out (last 30):\n%s", id, strings.Join(notes[max(0, len(notes)-30):], "\n"))
 		}
 	})
 	return h
@@ -414,8 +432,8 @@ func maxOverlap(spans []ivl) int {
 	return most
 }
 
-// sendBatches runs `duilie send-batch` with messages first…first+count-1 in batches of size,
-// and returns the numbers of the messages whose batch was accepted (exit 0).
+// sendBatch runs one `duilie send-batch` of the messages {"n": first…first+count-1}; nil means
+// it exited 0, so the batch was accepted.
 func sendBatch(t testing.TB, config string, first, count int) error {
 	items := make([]string, count)
 	for i := range count {
