@@ -53,7 +53,7 @@ var headCommit = func() string {
 }()
 
 // duilieBinary builds cmd/duilie once per test run.
-func duilieBinary(t *testing.T) string {
+func duilieBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, binErr = os.MkdirTemp("", "duilie-e2e-")
