@@ -929,3 +929,19 @@ func TestSettleAppliedOnReturn(t *testing.T) {
 		t.Errorf("%d messages left in the stream when Settle returned", n)
 	}
 }
+
+// The "platform open" log line never shows a cluster's password or token.
+func TestLogAttrsRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://a:pw@h1:4222,nats://b:pw2@h2:4222": "nats://a:xxxxx@h1:4222,nats://b:xxxxx@h2:4222",
+		"nats://s3cr3t@h:4222":                     "nats://xxxxx@h:4222",
+		"nats://h1:4222, nats://h2:4222":           "nats://h1:4222, nats://h2:4222",
+		"nats://a:%zz@h":                           "(a URL that does not parse)",
+	} {
+		p := &Platform{cfg: Config{URL: in}}
+		got := fmt.Sprint(p.LogAttrs())
+		if !strings.Contains(got, "url "+want+" ") || strings.Contains(got, "pw") || strings.Contains(got, "s3cr3t") {
+			t.Errorf("LogAttrs for %q: %s, want url %s", in, got, want)
+		}
+	}
+}

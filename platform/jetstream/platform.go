@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -131,12 +132,33 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 func (p *Platform) LogAttrs() []any {
 	switch {
 	case p.cfg.URL != "":
-		return []any{"platform", "nats", "url", p.cfg.URL, "replicas", p.cfg.Replicas}
+		return []any{"platform", "nats", "url", redactURLs(p.cfg.URL), "replicas", p.cfg.Replicas}
 	case p.attached:
 		return []any{"platform", "embedded (attached to the running serve)", "data_dir", p.cfg.DataDir}
 	default:
 		return []any{"platform", "embedded", "data_dir", p.cfg.DataDir, "sync", p.cfg.Sync, "retention", p.cfg.Retention.String()}
 	}
+}
+
+// redactURLs is a comma-separated list of NATS URLs with their passwords (and tokens in the
+// user part) replaced by "xxxxx", for logs.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, s := range parts {
+		u, err := url.Parse(strings.TrimSpace(s))
+		switch {
+		case err != nil:
+			parts[i] = "(a URL that does not parse)"
+		case u.User != nil:
+			if _, hasPassword := u.User.Password(); hasPassword {
+				parts[i] = u.Redacted()
+			} else {
+				u.User = url.User("xxxxx") // nats://token@host
+				parts[i] = u.String()
+			}
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Dial opens another NATS connection to the engine or cluster p uses, with p's credentials,
