@@ -1,0 +1,246 @@
+package jetstream
+
+// BenchmarkPendingDelayed: many pending delayed messages on one embedded node (docs/delays-at-scale.md
+// has the command and the figures). Opt-in: it runs only with DUILIE_BENCH_PENDING set.
+
+import (
+	"bufio"
+	"context"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/platform"
+)
+
+// BenchmarkPendingDelayed enqueues DUILIE_BENCH_PENDING (for example 200000 or 10000000)
+// delayed messages of 200 B on one queue, due uniformly between 1 min and
+// DUILIE_BENCH_SPREAD (default 12h) from now; reports the enqueue time, the peak RSS (VmHWM),
+// the RSS and Go heap after a GC, the data directory's size; closes and reopens the platform
+// (restart time: Open until stats count them all again, and the peak RSS of the reopened
+// engine); then adds 10,000 messages due over the next 10 s to the same queue and reports their
+// lateness (due time to the handler's start, through the host). With DUILIE_BENCH_HEAPPROFILE
+// set to a path it writes a heap profile there after the enqueue. DUILIE_BENCH_DIR, if set, is
+// the parent of the data directory (default: the test's temporary directory, removed after).
+//
+//	DUILIE_BENCH_PENDING=1000000 go test ./platform/jetstream/ -run '^$' -bench PendingDelayed -benchtime 1x -timeout 2h
+func BenchmarkPendingDelayed(b *testing.B) {
+	n, _ := strconv.Atoi(os.Getenv("DUILIE_BENCH_PENDING"))
+	if n <= 0 {
+		b.Skip("set DUILIE_BENCH_PENDING to the number of pending delayed messages")
+	}
+	spread := 12 * time.Hour
+	if s := os.Getenv("DUILIE_BENCH_SPREAD"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		spread = d
+	}
+	for range b.N {
+		pendingDelayed(b, n, spread)
+	}
+}
+
+func pendingDelayed(b *testing.B, n int, spread time.Duration) {
+	parent := os.Getenv("DUILIE_BENCH_DIR")
+	if parent == "" {
+		parent = b.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, "pending-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	cfg := Config{DataDir: dir, Logger: quiet}
+	ctx := context.Background()
+	resetPeakRSS()
+	p, err := Open(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := p.queue(ctx, "big")
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(benchBody)
+	start := time.Now()
+	for i := range n {
+		delay := time.Minute + time.Duration(rand.Int64N(int64(spread-time.Minute)))
+		m := q.message(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli()}, body, delay)
+		if _, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
+			b.Fatal(err)
+		}
+		if i%1_000_000 == 999_999 {
+			b.Logf("%d enqueued in %v, RSS %s", i+1, time.Since(start).Round(time.Second), procStatus("VmRSS"))
+		}
+	}
+	<-p.js.PublishAsyncComplete()
+	waitDelayed(b, p, n, 10*time.Minute)
+	enqueue := time.Since(start)
+	peak := procStatus("VmHWM")
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rss := procStatus("VmRSS")
+	if path := os.Getenv("DUILIE_BENCH_HEAPPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+	t0 := time.Now()
+	p.Close()
+	closing := time.Since(t0)
+	disk := dirSize(dir)
+	b.Logf("%d pending: enqueue %v (%.0f/s), peak RSS %s, after GC RSS %s heap %d MiB, close %v, disk %d MiB",
+		n, enqueue.Round(time.Millisecond), float64(n)/enqueue.Seconds(), peak, rss, ms.HeapAlloc>>20, closing.Round(time.Millisecond), disk>>20)
+
+	// Restart.
+	runtime.GC()
+	resetPeakRSS()
+	t0 = time.Now()
+	p, err = Open(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	opened := time.Since(t0)
+	waitDelayed(b, p, n, 10*time.Minute)
+	restart := time.Since(t0)
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	b.Logf("restart: Open %v, counted %v, peak RSS %s, after GC RSS %s heap %d MiB",
+		opened.Round(time.Millisecond), restart.Round(time.Millisecond), procStatus("VmHWM"), procStatus("VmRSS"), ms.HeapAlloc>>20)
+
+	// Lateness of a slice due soon, among the pending.
+	const soon, window = 10_000, 10 * time.Second
+	q, err = p.queue(ctx, "big")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	late := make([]time.Duration, 0, soon)
+	done := make(chan struct{})
+	observe := func(r host.Report) {
+		er, ok := r.(*host.EventReport)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range er.Messages {
+			late = append(late, m.Lag)
+		}
+		if len(late) == soon {
+			close(done)
+		}
+	}
+	h, err := host.New(host.Config{Platform: p, TimeLimit: host.MaxTimeLimit, Logger: quiet, Observer: observe})
+	if err != nil {
+		b.Fatal(err)
+	}
+	first := time.Now().Add(3 * time.Second)
+	for range soon {
+		due := first.Add(time.Duration(rand.Int64N(int64(window))))
+		m := q.message(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli()}, body, time.Until(due))
+		if _, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-p.js.PublishAsyncComplete()
+	if time.Now().After(first) {
+		b.Fatalf("enqueueing the %d due soon took longer than 3 s", soon)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cc := host.DefaultConsumerConfig("big")
+	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, 0, 4
+	go h.Consume(cctx, cc, func(ev *host.Event) error { return nil })
+	select {
+	case <-done:
+	case <-time.After(3*time.Second + window + time.Minute):
+		b.Fatalf("only %d of %d delayed messages arrived", len(late), soon)
+	}
+	mu.Lock()
+	slices.Sort(late)
+	b.Logf("lateness of %d due over %v among %d pending: min %v p50 %v p99 %v max %v", soon, window, n,
+		late[0], late[len(late)/2], late[len(late)*99/100], late[len(late)-1])
+	b.ReportMetric(enqueue.Seconds(), "enqueue-s")
+	b.ReportMetric(float64(kib(peak))/1024, "peak-RSS-MiB")
+	b.ReportMetric(float64(disk>>20), "disk-MiB")
+	b.ReportMetric(restart.Seconds(), "restart-s")
+	b.ReportMetric(float64(late[0].Milliseconds()), "min-ms")
+	b.ReportMetric(float64(late[len(late)*99/100].Milliseconds()), "p99-ms")
+	mu.Unlock()
+}
+
+// waitDelayed waits until the queue's stats count n delayed messages.
+func waitDelayed(b *testing.B, p *Platform, n int, limit time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := p.queueStats(context.Background(), "big")
+		if err == nil && st.Delayed >= int64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("stats %+v (%v) after %v, want %d delayed", st, err, limit, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// procStatus returns a line's value of /proc/self/status ("123456 kB"), or "?".
+func procStatus(key string) string {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return "?"
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if k, v, ok := strings.Cut(s.Text(), ":"); ok && k == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+func kib(v string) int64 {
+	n, _ := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
+	return n
+}
+
+// resetPeakRSS resets VmHWM to the current RSS (Linux: clear_refs 5).
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
