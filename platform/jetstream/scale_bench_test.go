@@ -34,6 +34,9 @@ import (
 // lateness (due time to the handler's start, through the host). With DUILIE_BENCH_HEAPPROFILE
 // set to a path it writes a heap profile there after the enqueue. DUILIE_BENCH_DIR, if set, is
 // the parent of the data directory (default: the test's temporary directory, removed after).
+// DUILIE_BENCH_LAYOUT=hold stores the messages as the proposed design would hold them (plain
+// messages on one subject per minute of due time, no engine schedule) to measure that layout's
+// memory, disk and restart; nothing moves them, so only the slice due soon is delivered.
 //
 //	DUILIE_BENCH_PENDING=1000000 go test ./platform/jetstream/ -run '^$' -bench PendingDelayed -benchtime 1x -timeout 2h
 func BenchmarkPendingDelayed(b *testing.B) {
@@ -76,10 +79,19 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 		b.Fatal(err)
 	}
 	body := []byte(benchBody)
+	hold := os.Getenv("DUILIE_BENCH_LAYOUT") == "hold"
 	start := time.Now()
 	for i := range n {
 		delay := time.Minute + time.Duration(rand.Int64N(int64(spread-time.Minute)))
 		m := q.message(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli()}, body, delay)
+		if hold {
+			// The proposed layout's storage (docs/delays-at-scale.md): a plain message on a
+			// subject per minute of due time, no engine schedule.
+			due := time.Now().Add(delay)
+			m.Header.Del(hdrSchedule)
+			m.Header.Del(hdrScheduleTarget)
+			m.Subject = subjectPrefix + "big.h." + strconv.FormatInt(due.Unix()/60, 10)
+		}
 		if _, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 			b.Fatal(err)
 		}
