@@ -115,6 +115,9 @@ func (q *queue) message(e envelope, body []byte, delay time.Duration) *nats.Msg 
 	// Rounded up to the millisecond the header carries, so it is never early.
 	now := time.Now()
 	due := now.Add(delay + time.Millisecond - 1).Truncate(time.Millisecond)
+	if q.hold(m, due, delay) { // a long delay waits on a holding subject (hold.go)
+		return m
+	}
 	at := due.Add(-scheduleLead)
 	if at.Before(now) {
 		at = now.Add(time.Millisecond - 1).Truncate(time.Millisecond)
