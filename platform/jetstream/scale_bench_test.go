@@ -6,6 +6,7 @@ package jetstream
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -30,13 +31,13 @@ import (
 // DUILIE_BENCH_SPREAD (default 12h) from now; reports the enqueue time, the peak RSS (VmHWM),
 // the RSS and Go heap after a GC, the data directory's size; closes and reopens the platform
 // (restart time: Open until stats count them all again, and the peak RSS of the reopened
-// engine); then adds 10,000 messages due over the next 10 s to the same queue and reports their
-// lateness (due time to the handler's start, through the host). With DUILIE_BENCH_HEAPPROFILE
+// engine); then adds two slices of 10,000 messages to the same queue, due over 10 s from 3 s
+// and from 2 min 5 s on (the second held, then moved: hold.go), consumes through the host and
+// reports their lateness (due time to the handler's start). Delays under 2 min are scheduled,
+// longer ones held, as in production. DUILIE_BENCH_SCHEDULE_ALL=1 schedules every delay (the
+// design before hold.go) for comparison. With DUILIE_BENCH_HEAPPROFILE
 // set to a path it writes a heap profile there after the enqueue. DUILIE_BENCH_DIR, if set, is
 // the parent of the data directory (default: the test's temporary directory, removed after).
-// DUILIE_BENCH_LAYOUT=hold stores the messages as the proposed design would hold them (plain
-// messages on one subject per minute of due time, no engine schedule) to measure that layout's
-// memory, disk and restart; nothing moves them, so only the slice due soon is delivered.
 //
 //	DUILIE_BENCH_PENDING=1000000 go test ./platform/jetstream/ -run '^$' -bench PendingDelayed -benchtime 1x -timeout 2h
 func BenchmarkPendingDelayed(b *testing.B) {
@@ -74,24 +75,16 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	scheduleAll(p)
 	q, err := p.queue(ctx, "big")
 	if err != nil {
 		b.Fatal(err)
 	}
 	body := []byte(benchBody)
-	hold := os.Getenv("DUILIE_BENCH_LAYOUT") == "hold"
 	start := time.Now()
 	for i := range n {
 		delay := time.Minute + time.Duration(rand.Int64N(int64(spread-time.Minute)))
 		m := q.message(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli()}, body, delay)
-		if hold {
-			// The proposed layout's storage (docs/delays-at-scale.md): a plain message on a
-			// subject per minute of due time, no engine schedule.
-			due := time.Now().Add(delay)
-			m.Header.Del(hdrSchedule)
-			m.Header.Del(hdrScheduleTarget)
-			m.Subject = subjectPrefix + "big.h." + strconv.FormatInt(due.Unix()/60, 10)
-		}
 		if _, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 			b.Fatal(err)
 		}
@@ -133,6 +126,7 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 		b.Fatal(err)
 	}
 	defer p.Close()
+	scheduleAll(p)
 	opened := time.Since(t0)
 	waitDelayed(b, p, n, 10*time.Minute)
 	restart := time.Since(t0)
@@ -141,14 +135,18 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 	b.Logf("restart: Open %v, counted %v, peak RSS %s, after GC RSS %s heap %d MiB",
 		opened.Round(time.Millisecond), restart.Round(time.Millisecond), procStatus("VmHWM"), procStatus("VmRSS"), ms.HeapAlloc>>20)
 
-	// Lateness of a slice due soon, among the pending.
+	// Lateness of two slices among the pending: one due within seconds (stored as schedules
+	// from the start), one due in about 2 minutes (held, then moved by the mover).
 	const soon, window = 10_000, 10 * time.Second
+	slicesAt := []time.Duration{3 * time.Second, defaultHolding.after + 5*time.Second}
 	q, err = p.queue(ctx, "big")
 	if err != nil {
 		b.Fatal(err)
 	}
 	var mu sync.Mutex
-	late := make([]time.Duration, 0, soon)
+	late := make([][]time.Duration, len(slicesAt))
+	sliceOf := map[string]int{}
+	left := len(slicesAt) * soon
 	done := make(chan struct{})
 	observe := func(r host.Report) {
 		er, ok := r.(*host.EventReport)
@@ -158,27 +156,36 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range er.Messages {
-			late = append(late, m.Lag)
-		}
-		if len(late) == soon {
-			close(done)
+			if k, ok := sliceOf[m.ID]; ok {
+				late[k] = append(late[k], m.Lag)
+				if left--; left == 0 {
+					close(done)
+				}
+			}
 		}
 	}
 	h, err := host.New(host.Config{Platform: p, TimeLimit: host.MaxTimeLimit, Logger: quiet, Observer: observe})
 	if err != nil {
 		b.Fatal(err)
 	}
-	first := time.Now().Add(3 * time.Second)
-	for range soon {
-		due := first.Add(time.Duration(rand.Int64N(int64(window))))
-		m := q.message(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli()}, body, time.Until(due))
-		if _, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
-			b.Fatal(err)
+	sent := time.Now()
+	for k, at := range slicesAt {
+		first := sent.Add(at)
+		for range soon {
+			due := first.Add(time.Duration(rand.Int64N(int64(window))))
+			id := platform.NewMessageID()
+			mu.Lock()
+			sliceOf[id] = k
+			mu.Unlock()
+			m := q.message(envelope{id: id, time: time.Now().UnixMilli()}, body, time.Until(due))
+			if _, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	<-p.js.PublishAsyncComplete()
-	if time.Now().After(first) {
-		b.Fatalf("enqueueing the %d due soon took longer than 3 s", soon)
+	if time.Since(sent) > slicesAt[0] {
+		b.Fatalf("enqueueing the slices took longer than %v", slicesAt[0])
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -187,29 +194,40 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 	go h.Consume(cctx, cc, func(ev *host.Event) error { return nil })
 	select {
 	case <-done:
-	case <-time.After(3*time.Second + window + time.Minute):
-		b.Fatalf("only %d of %d delayed messages arrived", len(late), soon)
+	case <-time.After(slicesAt[len(slicesAt)-1] + window + time.Minute):
+		b.Fatalf("%d of the slices' delayed messages did not arrive", left)
 	}
 	mu.Lock()
-	slices.Sort(late)
-	b.Logf("lateness of %d due over %v among %d pending: min %v p50 %v p99 %v max %v", soon, window, n,
-		late[0], late[len(late)/2], late[len(late)*99/100], late[len(late)-1])
+	defer mu.Unlock()
+	for k, l := range late {
+		slices.Sort(l)
+		b.Logf("lateness of %d due over %v from +%v among %d pending: min %v p50 %v p99 %v max %v", soon, window, slicesAt[k], n,
+			l[0], l[len(l)/2], l[len(l)*99/100], l[len(l)-1])
+		b.ReportMetric(float64(l[0].Milliseconds()), fmt.Sprintf("min-ms-%d", k))
+		b.ReportMetric(float64(l[len(l)*99/100].Milliseconds()), fmt.Sprintf("p99-ms-%d", k))
+	}
+	b.Logf("peak RSS since the restart %s", procStatus("VmHWM"))
 	b.ReportMetric(enqueue.Seconds(), "enqueue-s")
 	b.ReportMetric(float64(kib(peak))/1024, "peak-RSS-MiB")
 	b.ReportMetric(float64(disk>>20), "disk-MiB")
 	b.ReportMetric(restart.Seconds(), "restart-s")
-	b.ReportMetric(float64(late[0].Milliseconds()), "min-ms")
-	b.ReportMetric(float64(late[len(late)*99/100].Milliseconds()), "p99-ms")
-	mu.Unlock()
 }
 
-// waitDelayed waits until the queue's stats count n delayed messages.
+// scheduleAll makes p schedule every delay, as before hold.go, with DUILIE_BENCH_SCHEDULE_ALL=1.
+func scheduleAll(p *Platform) {
+	if os.Getenv("DUILIE_BENCH_SCHEDULE_ALL") == "1" {
+		p.holding.after = 24 * time.Hour
+	}
+}
+
+// waitDelayed waits until the queue's stats count n messages (delayed ones, or ready: those
+// that fell due meanwhile).
 func waitDelayed(b *testing.B, p *Platform, n int, limit time.Duration) {
 	b.Helper()
 	deadline := time.Now().Add(limit)
 	for {
 		st, err := p.queueStats(context.Background(), "big")
-		if err == nil && st.Delayed >= int64(n) {
+		if err == nil && st.Delayed+st.Ready >= int64(n) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -255,4 +273,3 @@ func dirSize(dir string) int64 {
 	})
 	return n
 }
-
