@@ -27,38 +27,45 @@ import (
 )
 
 // BenchmarkPendingDelayed enqueues DUILIE_BENCH_PENDING (for example 200000 or 10000000)
-// delayed messages of 200 B on one queue, due uniformly between 1 min and
-// DUILIE_BENCH_SPREAD (default 12h) from now; reports the enqueue time, the peak RSS (VmHWM),
+// delayed messages of 200 B on one queue, due uniformly between DUILIE_BENCH_LEAST (default
+// 5m, so that none falls due while they are enqueued) and DUILIE_BENCH_SPREAD (default 12h) from
+// now; reports the enqueue time, the peak RSS (VmHWM),
 // the RSS and Go heap after a GC, the data directory's size; closes and reopens the platform
 // (restart time: Open until stats count them all again, and the peak RSS of the reopened
 // engine); then adds two slices of 10,000 messages to the same queue, due over 10 s from 3 s
 // and from 2 min 5 s on (the second held, then moved: hold.go), consumes through the host and
 // reports their lateness (due time to the handler's start). Delays under 2 min are scheduled,
 // longer ones held, as in production. DUILIE_BENCH_SCHEDULE_ALL=1 schedules every delay (the
-// design before hold.go) for comparison. With DUILIE_BENCH_HEAPPROFILE
+// design before hold.go) for comparison. DUILIE_BENCH_AFTER (a duration) keeps consuming that
+// much longer, so that buckets of the pending messages fall due and are moved, and reports their
+// lateness. With DUILIE_BENCH_HEAPPROFILE
 // set to a path it writes a heap profile there after the enqueue. DUILIE_BENCH_DIR, if set, is
 // the parent of the data directory (default: the test's temporary directory, removed after).
 //
-//	DUILIE_BENCH_PENDING=1000000 go test ./platform/jetstream/ -run '^$' -bench PendingDelayed -benchtime 1x -timeout 2h
+//	DUILIE_BENCH_PENDING=1000000 go test ./platform/jetstream/ -run '^$' -bench PendingDelayed -benchtime 1x -timeout 2h -v
+//
+// (-v: without it the testing package keeps only the log's first lines.)
 func BenchmarkPendingDelayed(b *testing.B) {
 	n, _ := strconv.Atoi(os.Getenv("DUILIE_BENCH_PENDING"))
 	if n <= 0 {
 		b.Skip("set DUILIE_BENCH_PENDING to the number of pending delayed messages")
 	}
-	spread := 12 * time.Hour
-	if s := os.Getenv("DUILIE_BENCH_SPREAD"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			b.Fatal(err)
+	least, spread := 5*time.Minute, 12*time.Hour
+	for name, d := range map[string]*time.Duration{"DUILIE_BENCH_LEAST": &least, "DUILIE_BENCH_SPREAD": &spread} {
+		if s := os.Getenv(name); s != "" {
+			v, err := time.ParseDuration(s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			*d = v
 		}
-		spread = d
 	}
 	for range b.N {
-		pendingDelayed(b, n, spread)
+		pendingDelayed(b, n, least, spread)
 	}
 }
 
-func pendingDelayed(b *testing.B, n int, spread time.Duration) {
+func pendingDelayed(b *testing.B, n int, least, spread time.Duration) {
 	parent := os.Getenv("DUILIE_BENCH_DIR")
 	if parent == "" {
 		parent = b.TempDir()
@@ -83,7 +90,7 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 	body := []byte(benchBody)
 	start := time.Now()
 	for i := range n {
-		delay := time.Minute + time.Duration(rand.Int64N(int64(spread-time.Minute)))
+		delay := least + time.Duration(rand.Int64N(int64(spread-least)))
 		m := q.message(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli()}, body, delay)
 		if _, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 			b.Fatal(err)
@@ -146,6 +153,7 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 	var mu sync.Mutex
 	late := make([][]time.Duration, len(slicesAt))
 	sliceOf := map[string]int{}
+	var others []time.Duration // the pending ones that fall due meanwhile
 	left := len(slicesAt) * soon
 	done := make(chan struct{})
 	observe := func(r host.Report) {
@@ -161,6 +169,8 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 				if left--; left == 0 {
 					close(done)
 				}
+			} else {
+				others = append(others, m.Lag)
 			}
 		}
 	}
@@ -196,6 +206,17 @@ func pendingDelayed(b *testing.B, n int, spread time.Duration) {
 	case <-done:
 	case <-time.After(slicesAt[len(slicesAt)-1] + window + time.Minute):
 		b.Fatalf("%d of the slices' delayed messages did not arrive", left)
+	}
+	if d, err := time.ParseDuration(os.Getenv("DUILIE_BENCH_AFTER")); err == nil {
+		// Keep consuming: buckets of the pending messages fall due and are moved.
+		time.Sleep(d)
+		mu.Lock()
+		if l := others; len(l) > 0 {
+			slices.Sort(l)
+			b.Logf("%d of the pending delivered by the end: lateness min %v p50 %v p99 %v max %v", len(l),
+				l[0], l[len(l)/2], l[len(l)*99/100], l[len(l)-1])
+		}
+		mu.Unlock()
 	}
 	mu.Lock()
 	defer mu.Unlock()
