@@ -147,13 +147,14 @@ func (p *Platform) runMover(ctx context.Context, q *queue) {
 // moveDue moves every bucket of the queue that begins within the horizon (or has begun: a
 // bucket left by a process that stopped), oldest first.
 func (p *Platform) moveDue(ctx context.Context, q *queue) error {
-	ctx, cancel := withTimeout(ctx)
+	// Each request has its own time limit, not the pass: moving a large backlog takes long.
+	ictx, cancel := withTimeout(ctx)
 	defer cancel()
-	st, err := p.js.Stream(ctx, streamName(q.name))
+	st, err := p.js.Stream(ictx, streamName(q.name))
 	if err != nil {
 		return err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(holdFilter(q.name)))
+	info, err := st.Info(ictx, jetstream.WithSubjectFilter(holdFilter(q.name)))
 	if err != nil {
 		return err
 	}
@@ -191,7 +192,9 @@ func (p *Platform) moveBucket(ctx context.Context, q *queue, st jetstream.Stream
 				return err
 			}
 		}
-		if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(last+1)); err != nil {
+		pctx, cancel := withTimeout(ctx)
+		defer cancel()
+		if err := st.Purge(pctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(last+1)); err != nil {
 			return fmt.Errorf("remove moved messages of %s: %w", subject, err)
 		}
 		moved = 0
@@ -211,15 +214,21 @@ func (p *Platform) moveBucket(ctx context.Context, q *queue, st jetstream.Stream
 				return fmt.Errorf("move held message %d: %w", m.seq, err)
 			}
 		}
+		wait := time.NewTimer(requestTimeout)
 		for i, f := range futures {
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
+				wait.Stop()
 				return fmt.Errorf("move held message %d: %w", ms[i].seq, err)
+			case <-wait.C:
+				return fmt.Errorf("move held message %d: no acknowledgement within %v", ms[i].seq, requestTimeout)
 			case <-ctx.Done():
+				wait.Stop()
 				return ctx.Err()
 			}
 		}
+		wait.Stop()
 		last = ms[len(ms)-1].seq
 		from = last + 1
 		if moved += len(ms); moved >= p.holding.chunk {
