@@ -33,7 +33,9 @@
 // and no Nats-Msg-Id, a message's identity travels in duilie's own headers: Duilie-Id (32
 // lowercase hex), Duilie-Time (enqueue time in Unix ms), Duilie-Type (content type),
 // Duilie-Attempts (deliveries before this stream message, on retries) and Duilie-Due (a delayed
-// message's due time in Unix ms).
+// message's due time in Unix ms). A delay over 2 minutes is held instead: a plain message on
+// duilie.<queue>.h.<due time in Unix ms / 60000>, which a mover in each process consuming the
+// queue turns into a schedule a minute or two before it is due (hold.go; docs/delays-at-scale.md).
 //
 // JetStream's scheduler runs at most every 250 ms, so a schedule fires up to a quarter second
 // after its time. A delayed message is therefore scheduled 150 ms before it is due, and the

@@ -65,6 +65,9 @@ type Platform struct {
 
 	stopSweep func() // ends the retention sweep of a serving process, and waits for it
 	unloaded  unloaded
+
+	holding holding           // which delays are held, and how they are moved (hold.go)
+	movers  map[string]*mover // by queue, while this process consumes it
 }
 
 var (
@@ -86,7 +89,7 @@ func Open(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Platform{cfg: cfg, log: cfg.Logger, queues: map[string]*queue{}, consumers: map[*consumer]struct{}{}}
+	p := &Platform{cfg: cfg, log: cfg.Logger, queues: map[string]*queue{}, consumers: map[*consumer]struct{}{}, holding: defaultHolding}
 	if cfg.URL != "" {
 		err = p.connectCluster()
 	} else {
@@ -413,13 +416,21 @@ func (p *Platform) Consume(ctx context.Context, name string, opts platform.Consu
 		return nil, platform.ErrClosed
 	}
 	p.consumers[c] = struct{}{}
+	p.startMover(q)
 	return c, nil
 }
 
 func (p *Platform) forget(c *consumer) {
 	p.mu.Lock()
-	delete(p.consumers, c)
+	var stopped <-chan struct{}
+	if _, ok := p.consumers[c]; ok {
+		delete(p.consumers, c)
+		stopped = p.stopMover(c.q.name)
+	}
 	p.mu.Unlock()
+	if stopped != nil {
+		<-stopped
+	}
 }
 
 // Stats reports every duilie queue on the engine or cluster, sorted by name. The three counts

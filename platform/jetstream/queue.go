@@ -107,16 +107,25 @@ func (q *queue) messageDue(e envelope, body []byte, due time.Time) *nats.Msg {
 		m.Subject = q.ready
 		return m
 	}
+	if q.hold(m, due, time.Until(due)) { // a long delay waits on a holding subject (hold.go)
+		return m
+	}
+	h[hdrDue] = []string{strconv.FormatInt(due.UnixMilli(), 10)}
+	q.schedule(m, due)
+	return m
+}
+
+// schedule makes m a message schedule that JetStream turns into a ready message scheduleLead
+// before due (at once if that is past); the consumer holds it until due.
+func (q *queue) schedule(m *nats.Msg, due time.Time) {
 	now := time.Now()
 	at := due.Add(-scheduleLead)
 	if at.Before(now) {
 		at = now.Add(time.Millisecond - 1).Truncate(time.Millisecond)
 	}
 	m.Subject = scheduleSubject(q.name)
-	h[hdrDue] = []string{strconv.FormatInt(due.UnixMilli(), 10)}
-	h[hdrSchedule] = []string{"@at " + at.UTC().Format(scheduleLayout)}
-	h[hdrScheduleTarget] = []string{q.ready}
-	return m
+	m.Header[hdrSchedule] = []string{"@at " + at.UTC().Format(scheduleLayout)}
+	m.Header[hdrScheduleTarget] = []string{q.ready}
 }
 
 // Send enqueues one message and returns once JetStream has stored it.

@@ -1,0 +1,260 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Long delays are held outside JetStream's scheduler (docs/delays-at-scale.md). The engine
+// keeps every message schedule in memory, and on a subject of its own (it keys schedules by
+// subject), which the store indexes in memory too: about 500 B of heap per pending delayed
+// message, and a restart that rebuilds it all. So a message due later than holding.after is
+// stored as a plain message on a holding subject, one per holding.bucket of due time,
+//
+//	duilie.<queue>.h.<due time in Unix ms / bucket length in ms>
+//
+// and a mover, which runs in every process that consumes the queue, turns each bucket into
+// message schedules (as a shorter delay is stored from the start) once the bucket begins
+// within holding.horizon, then removes the bucket's messages it moved. Many messages share a
+// subject, so the engine keeps nothing per held message in memory.
+//
+// The mover publishes a bucket's messages, confirmed, before it removes them (a purge of the
+// bucket's subject up to the last sequence it moved): a crash in between leaves both, and the
+// next pass publishes them again with the same Nats-Msg-Id (held.<queue>.<sequence>), which the
+// stream drops as a duplicate within its duplicate window (2 minutes). A message is delivered
+// twice only when the next pass comes later than that (a process that consumed the queue
+// crashed there, and none came back within 2 minutes). Several processes moving the same
+// bucket at once publish the same ids, so they store each message once.
+
+// holding is when and how long delays are held.
+type holding struct {
+	after   time.Duration // a delay longer than this is held
+	bucket  time.Duration // the span of due times that share a holding subject
+	horizon time.Duration // a bucket is moved once it begins within this
+	every   time.Duration // how often the mover looks
+	chunk   int           // messages moved between two removals
+
+	// testHookMoved, when set by a test, runs after a chunk is published and before its
+	// removal; an error stops the pass there, as a crash would.
+	testHookMoved func() error
+}
+
+// defaultHolding: a delay over 2 minutes is held, in buckets of a minute, moved into schedules
+// a minute before they begin, so a held message becomes a schedule 1 to 2 minutes before it is
+// due.
+var defaultHolding = holding{after: 2 * time.Minute, bucket: time.Minute, horizon: time.Minute, every: time.Second, chunk: 4096}
+
+// holdSubject is the holding subject of a message due at due.
+func (h *holding) holdSubject(queue string, due time.Time) string {
+	return subjectPrefix + queue + ".h." + strconv.FormatInt(due.UnixMilli()/h.bucket.Milliseconds(), 10)
+}
+
+// holdFilter matches a queue's holding subjects.
+func holdFilter(queue string) string { return subjectPrefix + queue + ".h.*" }
+
+// bucketStart is when the bucket of a holding subject begins.
+func (h *holding) bucketStart(queue, subject string) (time.Time, bool) {
+	s, ok := strings.CutPrefix(subject, subjectPrefix+queue+".h.")
+	if !ok {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(n * h.bucket.Milliseconds()), true
+}
+
+// hold makes m, due at due, a held message if its delay is long enough, and says whether it did.
+func (q *queue) hold(m *nats.Msg, due time.Time, delay time.Duration) bool {
+	if delay <= q.p.holding.after {
+		return false
+	}
+	m.Subject = q.p.holding.holdSubject(q.name, due)
+	m.Header[hdrDue] = []string{strconv.FormatInt(due.UnixMilli(), 10)}
+	return true
+}
+
+// mover is the mover of one queue in this process, shared by its consumers here.
+type mover struct {
+	refs int
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// startMover starts the queue's mover, or counts one more consumer of it. p.mu is held.
+func (p *Platform) startMover(q *queue) {
+	if p.movers == nil {
+		p.movers = map[string]*mover{}
+	}
+	if m := p.movers[q.name]; m != nil {
+		m.refs++
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &mover{refs: 1, stop: cancel, done: make(chan struct{})}
+	p.movers[q.name] = m
+	go func() {
+		defer close(m.done)
+		p.runMover(ctx, q)
+	}()
+}
+
+// stopMover counts one consumer of the queue less, and stops its mover after the last one; the
+// returned channel closes when the mover has ended. p.mu is held.
+func (p *Platform) stopMover(queue string) <-chan struct{} {
+	m := p.movers[queue]
+	if m == nil {
+		return nil
+	}
+	if m.refs--; m.refs > 0 {
+		return nil
+	}
+	delete(p.movers, queue)
+	m.stop()
+	return m.done
+}
+
+func (p *Platform) runMover(ctx context.Context, q *queue) {
+	t := time.NewTicker(p.holding.every)
+	defer t.Stop()
+	failing := false
+	for {
+		err := p.moveDue(ctx, q)
+		if ctx.Err() != nil {
+			return
+		}
+		// Logged once per run of failures; the next pass tries again.
+		if err != nil && !failing {
+			p.log.Warn("jetstream: moving held delayed messages into schedules; trying again", "queue", q.name, "err", err)
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// moveDue moves every bucket of the queue that begins within the horizon (or has begun: a
+// bucket left by a process that stopped), oldest first.
+func (p *Platform) moveDue(ctx context.Context, q *queue) error {
+	// Each request has its own time limit, not the pass: moving a large backlog takes long.
+	ictx, cancel := withTimeout(ctx)
+	defer cancel()
+	st, err := p.js.Stream(ictx, streamName(q.name))
+	if err != nil {
+		return err
+	}
+	info, err := st.Info(ictx, jetstream.WithSubjectFilter(holdFilter(q.name)))
+	if err != nil {
+		return err
+	}
+	horizon := time.Now().Add(p.holding.horizon)
+	type bucket struct {
+		subject string
+		start   time.Time
+	}
+	var due []bucket
+	for subj := range info.State.Subjects {
+		if start, ok := p.holding.bucketStart(q.name, subj); ok && !start.After(horizon) {
+			due = append(due, bucket{subj, start})
+		}
+	}
+	slices.SortFunc(due, func(a, b bucket) int { return a.start.Compare(b.start) })
+	for _, b := range due {
+		if err := p.moveBucket(ctx, q, st, b.subject); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moveBucket publishes the bucket's messages as schedules, a chunk at a time, each chunk
+// confirmed before it is removed from the bucket.
+func (p *Platform) moveBucket(ctx context.Context, q *queue, st jetstream.Stream, subject string) error {
+	var from, last uint64 = 1, 0
+	moved := 0
+	remove := func() error {
+		if last == 0 {
+			return nil
+		}
+		if p.holding.testHookMoved != nil {
+			if err := p.holding.testHookMoved(); err != nil {
+				return err
+			}
+		}
+		pctx, cancel := withTimeout(ctx)
+		defer cancel()
+		if err := st.Purge(pctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(last+1)); err != nil {
+			return fmt.Errorf("remove moved messages of %s: %w", subject, err)
+		}
+		moved = 0
+		return nil
+	}
+	for {
+		ms, err := p.scan(ctx, q.name, subject, from, scanBatch)
+		if err != nil {
+			return err
+		}
+		if len(ms) == 0 {
+			return remove()
+		}
+		futures := make([]jetstream.PubAckFuture, len(ms))
+		for i, m := range ms {
+			if futures[i], err = p.js.PublishMsgAsync(q.release(m), jetstream.WithStallWait(requestTimeout)); err != nil {
+				return fmt.Errorf("move held message %d: %w", m.seq, err)
+			}
+		}
+		wait := time.NewTimer(requestTimeout)
+		for i, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				wait.Stop()
+				return fmt.Errorf("move held message %d: %w", ms[i].seq, err)
+			case <-wait.C:
+				return fmt.Errorf("move held message %d: no acknowledgement within %v", ms[i].seq, requestTimeout)
+			case <-ctx.Done():
+				wait.Stop()
+				return ctx.Err()
+			}
+		}
+		wait.Stop()
+		last = ms[len(ms)-1].seq
+		from = last + 1
+		if moved += len(ms); moved >= p.holding.chunk {
+			if err := remove(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// release is the message schedule of a held message: the same message (duilie's headers,
+// body), scheduled as a delay shorter than holding.after is (queue.message), deduplicated by the
+// held message's sequence.
+func (q *queue) release(m storedMsg) *nats.Msg {
+	h := make(nats.Header, 8)
+	for k, v := range m.msg.Header {
+		if strings.HasPrefix(k, "Duilie-") {
+			h[k] = v
+		}
+	}
+	h[hdrMsgID] = []string{"held." + q.name + "." + strconv.FormatUint(m.seq, 10)}
+	c := &nats.Msg{Subject: q.ready, Header: h, Data: m.msg.Data}
+	due, err := strconv.ParseInt(h.Get(hdrDue), 10, 64)
+	if err != nil {
+		return c // not duilie's: ready at once
+	}
+	q.schedule(c, time.UnixMilli(due))
+	return c
+}

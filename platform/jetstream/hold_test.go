@@ -1,0 +1,236 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/duilie/duilie/platform"
+)
+
+// shortHolding holds delays over a second, in buckets of 500 ms moved 500 ms before they begin,
+// so that tests see the whole path in seconds.
+func shortHolding(p *Platform) {
+	p.holding = holding{after: time.Second, bucket: 500 * time.Millisecond, horizon: 500 * time.Millisecond, every: 50 * time.Millisecond, chunk: 2}
+}
+
+// countSubject counts the queue's stream messages matching filter.
+func countSubject(t testing.TB, p *Platform, queue, filter string) int {
+	t.Helper()
+	n := 0
+	var from uint64 = 1
+	for {
+		ms, err := p.scan(context.Background(), queue, filter, from, scanBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			return n
+		}
+		n += len(ms)
+		from = ms[len(ms)-1].seq + 1
+	}
+}
+
+func schedules(queue string) string { return subjectPrefix + queue + ".s.>" }
+
+// A delay longer than holding.after is stored on a holding subject, not as a schedule; it is
+// counted and listed as delayed with its due time, survives a restart, and is delivered never
+// before its due time, with its id, timestamp and attempts.
+func TestHeldDelay(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := open(t, Config{DataDir: dir})
+	shortHolding(p)
+	q := queueOf(t, p, "q")
+	start := time.Now()
+	send(t, q, `"held"`, 3)
+	send(t, q, `"scheduled"`, 1) // not over holding.after
+	if h, s := countSubject(t, p, "q", holdFilter("q")), countSubject(t, p, "q", schedules("q")); h != 1 || s != 1 {
+		t.Fatalf("%d held and %d schedules, want 1 and 1", h, s)
+	}
+	wantStats(t, p, platform.QueueStats{Queue: "q", Delayed: 2})
+	page, err := p.Browse(context.Background(), "q", platform.BrowseOptions{State: platform.Delayed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Messages) != 2 {
+		t.Fatalf("browsed %d delayed messages, want 2", len(page.Messages))
+	}
+	var held platform.StoredMessage
+	for _, m := range page.Messages {
+		if string(m.Body) == `"held"` {
+			held = m
+		}
+	}
+	if due := time.UnixMilli(held.Due); held.State != platform.Delayed || due.Before(start.Add(3*time.Second)) || due.After(time.Now().Add(3*time.Second)) {
+		t.Fatalf("held message listed as %+v", held)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	p = open(t, Config{DataDir: dir})
+	shortHolding(p)
+	wantStats(t, p, platform.QueueStats{Queue: "q", Delayed: 2})
+	c := consume(t, p, "q", time.Minute)
+	for _, want := range []string{`"scheduled"`, `"held"`} {
+		d := receive(t, c, 1, 5*time.Second)[0]
+		if string(d.Body) != want {
+			t.Fatalf("received %s, want %s", d.Body, want)
+		}
+		if want == `"held"` {
+			if now := time.Now(); now.Before(time.UnixMilli(held.Due)) {
+				t.Errorf("held message delivered %v before its due time", time.UnixMilli(held.Due).Sub(now))
+			}
+			if d.ID != held.ID || d.Timestamp != held.Timestamp || d.Attempts != 1 {
+				t.Errorf("held message delivered as %+v, listed as %+v", d.Message, held)
+			}
+		}
+		settle(t, c, "q", platform.Action{Kind: platform.Done}, d)
+	}
+	wantStats(t, p, platform.QueueStats{Queue: "q"})
+	if h := countSubject(t, p, "q", holdFilter("q")); h != 0 {
+		t.Errorf("%d messages left on the holding subjects", h)
+	}
+}
+
+// A mover stopped after publishing a chunk and before removing it (as a crash would) leaves the
+// chunk held; the next pass publishes it again, and the stream drops the copies as duplicates:
+// each message is delivered once.
+func TestHeldMoveStoppedBeforeRemoval(t *testing.T) {
+	t.Parallel()
+	p := open(t, Config{})
+	shortHolding(p)
+	var stops atomic.Int32
+	p.holding.testHookMoved = func() error {
+		if stops.Add(1) <= 2 {
+			return errors.New("stopped between publish and removal")
+		}
+		return nil
+	}
+	q := queueOf(t, p, "q")
+	const n = 5
+	for i := range n {
+		send(t, q, fmt.Sprint(i), 2)
+	}
+	c := consume(t, p, "q", time.Minute)
+	seen := map[string]bool{}
+	for len(seen) < n {
+		for _, d := range receive(t, c, n, 10*time.Second) {
+			if seen[d.ID] {
+				t.Errorf("message %s delivered twice", d.Body)
+			}
+			seen[d.ID] = true
+			settle(t, c, "q", platform.Action{Kind: platform.Done}, d)
+		}
+	}
+	if stops.Load() < 3 {
+		t.Fatalf("the mover stopped %d times, want 2 stops and then a removal", stops.Load())
+	}
+	nothing(t, c, time.Second)
+	wantStats(t, p, platform.QueueStats{Queue: "q"})
+}
+
+// Two movers moving the same bucket at once (two processes consuming the queue) store each
+// message once.
+func TestHeldTwoMovers(t *testing.T) {
+	t.Parallel()
+	p := open(t, Config{})
+	shortHolding(p)
+	p.holding.horizon = time.Hour // every bucket is due to move
+	q, err := p.queue(context.Background(), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 7
+	for i := range n {
+		send(t, q, fmt.Sprint(i), 60)
+	}
+	// The second mover runs whole while the first has published its first chunk and not yet
+	// removed it.
+	var nested atomic.Bool
+	p.holding.testHookMoved = func() error {
+		if nested.CompareAndSwap(false, true) {
+			if err := p.moveDue(context.Background(), q); err != nil {
+				t.Errorf("second mover: %v", err)
+			}
+		}
+		return nil
+	}
+	if err := p.moveDue(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	if !nested.Load() {
+		t.Fatal("the second mover did not run")
+	}
+	if h, s := countSubject(t, p, "q", holdFilter("q")), countSubject(t, p, "q", schedules("q")); h != 0 || s != n {
+		t.Fatalf("%d held and %d schedules, want 0 and %d", h, s, n)
+	}
+	wantStats(t, p, platform.QueueStats{Queue: "q", Delayed: n})
+}
+
+// Operators see held messages as delayed and can get, delete, move and purge them; a batch
+// holds its long delays, all or nothing; a retry with a long delay is held too.
+func TestHeldOperatorBatchRetry(t *testing.T) {
+	t.Parallel()
+	p := open(t, Config{})
+	shortHolding(p)
+	p.holding.every = time.Hour // the mover looks once, when the consumer starts
+	ctx := context.Background()
+	q := queueOf(t, p, "q")
+	err := q.SendBatch(ctx, []platform.BatchItem{
+		{Body: []byte(`"a"`), ContentType: platform.JSON, DelaySeconds: 600},
+		{Body: []byte(`"b"`), ContentType: platform.JSON, DelaySeconds: 600},
+		{Body: []byte(`"c"`), ContentType: platform.JSON, DelaySeconds: 600},
+		{Body: []byte(`"now"`), ContentType: platform.JSON},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := countSubject(t, p, "q", holdFilter("q")); h != 3 {
+		t.Fatalf("%d held, want 3", h)
+	}
+	wantStats(t, p, platform.QueueStats{Queue: "q", Ready: 1, Delayed: 3})
+	page, err := p.Browse(ctx, "q", platform.BrowseOptions{State: platform.Delayed})
+	if err != nil || len(page.Messages) != 3 {
+		t.Fatalf("browse: %v, %d delayed", err, len(page.Messages))
+	}
+	byBody := map[string]platform.StoredMessage{}
+	for _, m := range page.Messages {
+		byBody[string(m.Body)] = m
+	}
+	if got, err := p.Get(ctx, "q", byBody[`"a"`].ID); err != nil || got.State != platform.Delayed || got.Due != byBody[`"a"`].Due || got.Due == 0 {
+		t.Fatalf("get: %+v, %v", got, err)
+	}
+	if err := p.Delete(ctx, "q", byBody[`"a"`].ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Move(ctx, "q", "other", platform.MoveOptions{IDs: []string{byBody[`"b"`].ID}}); err != nil || n != 1 {
+		t.Fatalf("move: %d, %v", n, err)
+	}
+	wantStats(t, p, platform.QueueStats{Queue: "other", Ready: 1}, platform.QueueStats{Queue: "q", Ready: 1, Delayed: 1})
+
+	c := consume(t, p, "q", time.Minute)
+	d := receive(t, c, 1, 5*time.Second)
+	settle(t, c, "q", platform.Action{Kind: platform.Redeliver, Delay: 600 * time.Second}, d...)
+	if h := countSubject(t, p, "q", holdFilter("q")); h != 2 {
+		t.Fatalf("%d held after a retry of 600 s, want 2", h)
+	}
+	page, err = p.Browse(ctx, "q", platform.BrowseOptions{State: platform.Delayed})
+	if err != nil || len(page.Messages) != 2 {
+		t.Fatalf("browse: %v, %d delayed", err, len(page.Messages))
+	}
+	for _, m := range page.Messages {
+		if string(m.Body) == `"now"` && (m.Attempts != 1 || m.ID != d[0].ID) {
+			t.Errorf("held retry listed as %+v", m)
+		}
+	}
+	if n, err := p.Purge(ctx, "q"); err != nil || n != 2 {
+		t.Fatalf("purge: %d, %v", n, err)
+	}
+	wantStats(t, p, platform.QueueStats{Queue: "other", Ready: 1}, platform.QueueStats{Queue: "q"})
+}
