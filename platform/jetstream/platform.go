@@ -410,13 +410,14 @@ func (p *Platform) Consume(ctx context.Context, name string, opts platform.Consu
 		return nil, err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
-		c.Close()
+		p.mu.Unlock()
+		c.Close() // not under p.mu: Close tells the platform through forget, which takes it
 		return nil, platform.ErrClosed
 	}
 	p.consumers[c] = struct{}{}
 	p.startMover(q)
+	p.mu.Unlock()
 	return c, nil
 }
 
