@@ -107,7 +107,9 @@ func (q *queue) messageDue(e envelope, body []byte, due time.Time) *nats.Msg {
 		m.Subject = q.ready
 		return m
 	}
-	if q.hold(m, due, time.Until(due)) { // a long delay waits on a holding subject (hold.go)
+	// A long delay waits on a holding subject (hold.go). The delay it is judged by leaves out
+	// the round-up of due to the millisecond, so a delay of holding.after itself is not held.
+	if q.hold(m, due, time.Until(due)-time.Millisecond) {
 		return m
 	}
 	h[hdrDue] = []string{strconv.FormatInt(due.UnixMilli(), 10)}
