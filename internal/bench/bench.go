@@ -706,22 +706,31 @@ func newBenchProgress(w io.Writer, name string, o Options) *benchProgress {
 	if o.Duration == 0 {
 		p.total = o.Count
 	}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		max := p.total
-		if max == 0 {
-			max = -1
-		}
-		p.bar = progressbar.NewOptions(max,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetWidth(24),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetItsString("settled"),
-			progressbar.OptionShowDescriptionAtLineEnd(),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetRenderBlankState(true),
-		)
+	max := p.total
+	if max == 0 {
+		max = -1
 	}
+	p.bar = ProgressBar(w, max)
 	return p
+}
+
+// ProgressBar is the bar demo and bench draw on w when it is a terminal, counting settled
+// messages up to total (-1: no known total); nil when w is not a terminal, where they print a
+// plain line a second instead.
+func ProgressBar(w io.Writer, total int) *progressbar.ProgressBar {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetWidth(24),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetItsString("settled"),
+		progressbar.OptionShowDescriptionAtLineEnd(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetRenderBlankState(true),
+	)
 }
 
 func (p *benchProgress) line(m *benchMeter) string {

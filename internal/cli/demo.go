@@ -17,7 +17,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/host"
@@ -462,17 +461,7 @@ type demoProgress struct {
 
 func newDemoProgress(w io.Writer, total int) *demoProgress {
 	p := &demoProgress{w: w, total: total, last: -time.Second}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetWidth(24),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetItsString("settled"),
-			progressbar.OptionShowDescriptionAtLineEnd(),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetRenderBlankState(true),
-		)
-	}
+	p.bar = bench.ProgressBar(w, total)
 	return p
 }
 
