@@ -207,7 +207,7 @@ func TestFetchFlood(t *testing.T) {
 // requests that find no slot within FetchSlotWait are answered 503 with Retry-After and start
 // no program; a request that waited for its slot has its whole time limit, counted from its
 // program's start, so none is aborted for waiting; a program past its limit (2 s) is gone, its
-// process group killed, within 100 ms.
+// process group killed, within a second (it would sleep 60 s; the margin is for a loaded machine).
 func TestFetchConcurrency(t *testing.T) {
 	t.Parallel()
 	const limit = 2 * time.Second
@@ -283,7 +283,7 @@ func TestFetchConcurrency(t *testing.T) {
 		return len(killed) == countPath(events, "/slow")
 	})
 	for _, d := range killed {
-		if d > limit+100*time.Millisecond {
+		if d > limit+time.Second {
 			t.Errorf("a program past its %v limit was gone only %v after its start", limit, d)
 		}
 	}
