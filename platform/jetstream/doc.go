@@ -35,7 +35,9 @@
 // Duilie-Attempts (deliveries before this stream message, on retries) and Duilie-Due (a delayed
 // message's due time in Unix ms). A delay over 2 minutes is held instead: a plain message on
 // duilie.<queue>.h.<due time in Unix ms / 60000>, which a mover in each process consuming the
-// queue turns into a schedule a minute or two before it is due (hold.go; docs/delays-at-scale.md).
+// queue turns into a schedule a minute or two before it is due; one due in an hour that begins
+// more than an hour ahead is held first on duilie.<queue>.H.<due time in Unix ms / 3600000> and
+// held again on its minute about an hour before (hold.go; docs/delays-at-scale.md).
 //
 // JetStream's scheduler runs at most every 250 ms, so a schedule fires up to a quarter second
 // after its time. A delayed message is therefore scheduled 150 ms before it is due, and the

@@ -234,3 +234,121 @@ func TestHeldOperatorBatchRetry(t *testing.T) {
 	}
 	wantStats(t, p, platform.QueueStats{Queue: "other", Ready: 1}, platform.QueueStats{Queue: "q"})
 }
+
+// farHolding is shortHolding with far buckets of 2 s, held again on near buckets 2 s before
+// they begin, 3 messages a pass.
+func farHolding(p *Platform) {
+	shortHolding(p)
+	p.holding.farBucket, p.holding.farHorizon, p.holding.pace = 2*time.Second, 2*time.Second, 3
+}
+
+// A message due in a far bucket that begins beyond the far horizon is held there, counted and
+// listed as delayed, then held again on its near bucket, then delivered never early, once,
+// with its id, timestamp and attempts.
+func TestFarHeldDelay(t *testing.T) {
+	t.Parallel()
+	p := open(t, Config{})
+	farHolding(p)
+	ctx := context.Background()
+	q, err := p.queue(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 7
+	for i := range n {
+		send(t, q, fmt.Sprint(i), 6)
+	}
+	if f, h := countSubject(t, p, "q", farFilter("q")), countSubject(t, p, "q", holdFilter("q")); f != n || h != 0 {
+		t.Fatalf("%d far and %d near held, want %d and 0", f, h, n)
+	}
+	wantStats(t, p, platform.QueueStats{Queue: "q", Delayed: n})
+	page, err := p.Browse(ctx, "q", platform.BrowseOptions{State: platform.Delayed})
+	if err != nil || len(page.Messages) != n {
+		t.Fatalf("browse: %v, %d delayed", err, len(page.Messages))
+	}
+	listed := map[string]platform.StoredMessage{}
+	for _, m := range page.Messages {
+		if m.Due < time.Now().Add(4*time.Second).UnixMilli() {
+			t.Errorf("far-held message listed due %v from now", time.Until(time.UnixMilli(m.Due)))
+		}
+		listed[m.ID] = m
+	}
+	// Its far bucket begins 4 s or more from now, beyond the far horizon: it stays.
+	if err := p.moveDue(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if f := countSubject(t, p, "q", farFilter("q")); f != n {
+		t.Fatalf("%d far held after a pass before the far horizon, want %d", f, n)
+	}
+
+	c := consume(t, p, "q", time.Minute)
+	for len(listed) > 0 {
+		for _, d := range receive(t, c, n, 15*time.Second) {
+			want, ok := listed[d.ID]
+			if !ok {
+				t.Fatalf("delivered %s (%s), not listed or delivered twice", d.ID, d.Body)
+			}
+			delete(listed, d.ID)
+			if now := time.Now(); now.Before(time.UnixMilli(want.Due)) {
+				t.Errorf("delivered %v before its due time", time.UnixMilli(want.Due).Sub(now))
+			}
+			if d.Timestamp != want.Timestamp || d.Attempts != 1 || string(d.Body) != string(want.Body) {
+				t.Errorf("delivered as %+v, listed as %+v", d.Message, want)
+			}
+			settle(t, c, "q", platform.Action{Kind: platform.Done}, d)
+		}
+	}
+	nothing(t, c, time.Second)
+	wantStats(t, p, platform.QueueStats{Queue: "q"})
+}
+
+// A far bucket is held again on near buckets holding.pace messages a pass; a pass stopped
+// between publishing and removing (as a crash would) is done again by the next without a
+// second copy.
+func TestFarHeldPaced(t *testing.T) {
+	t.Parallel()
+	p := open(t, Config{})
+	farHolding(p)
+	ctx := context.Background()
+	q, err := p.queue(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 7
+	for i := range n {
+		send(t, q, fmt.Sprint(i), 60)
+	}
+	p.holding.farHorizon = time.Hour // every far bucket is due to be held again
+	stopped := false
+	p.holding.testHookMoved = func() error {
+		if !stopped {
+			stopped = true
+			return errors.New("stopped between publish and removal")
+		}
+		return nil
+	}
+	if err := p.moveDue(ctx, q); err == nil {
+		t.Fatal("the stopped pass reported no error")
+	}
+	if f, h := countSubject(t, p, "q", farFilter("q")), countSubject(t, p, "q", holdFilter("q")); f != n || h != 3 {
+		t.Fatalf("after the stopped pass: %d far and %d near held, want %d and 3", f, h, n)
+	}
+	for _, want := range [][2]int{{4, 3}, {1, 6}, {0, 7}, {0, 7}} {
+		if err := p.moveDue(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		if f, h := countSubject(t, p, "q", farFilter("q")), countSubject(t, p, "q", holdFilter("q")); f != want[0] || h != want[1] {
+			t.Fatalf("%d far and %d near held, want %d and %d", f, h, want[0], want[1])
+		}
+	}
+	wantStats(t, p, platform.QueueStats{Queue: "q", Delayed: n})
+	page, err := p.Browse(ctx, "q", platform.BrowseOptions{State: platform.Delayed})
+	if err != nil || len(page.Messages) != n {
+		t.Fatalf("browse: %v, %d delayed", err, len(page.Messages))
+	}
+	for _, m := range page.Messages {
+		if d := time.Until(time.UnixMilli(m.Due)); d < 55*time.Second || d > 60*time.Second {
+			t.Errorf("held again, listed due %v from now", d)
+		}
+	}
+}

@@ -19,7 +19,8 @@ import (
 // stream, a batch at a time, with JetStream's direct get (next message by subject from a
 // sequence), so no listing holds more than a page in memory and none disturbs the consumer. A
 // stream message's state follows from its subject and the durable consumer's state:
-//   - a schedule (duilie.<q>.s.<unique>) or a held message (duilie.<q>.h.<bucket>, hold.go) is
+//   - a schedule (duilie.<q>.s.<unique>) or a held message (duilie.<q>.h.<bucket> or
+//     duilie.<q>.H.<bucket>, hold.go) is
 //     delayed: a delayed send or retry, due at Duilie-Due;
 //   - a message on the ready subject that the consumer has delivered (its sequence is at most
 //     the consumer's last delivered one; an acked message is gone from a work-queue stream) is
@@ -240,7 +241,7 @@ func filterOf(queue string, state platform.State) string {
 	switch state {
 	case platform.Ready, platform.InFlight:
 		return readySubject(queue)
-	case platform.Delayed: // schedules (.s.<unique>) and held messages (.h.<bucket>)
+	case platform.Delayed: // schedules (.s.<unique>) and held messages (.h.<bucket>, .H.<bucket>)
 		return subjectPrefix + queue + ".*.*"
 	}
 	return subjectPrefix + queue + ".>"

@@ -38,7 +38,8 @@ import (
 // longer ones held, as in production. DUILIE_BENCH_SCHEDULE_ALL=1 schedules every delay (the
 // design before hold.go) for comparison. DUILIE_BENCH_AFTER (a duration) keeps consuming that
 // much longer, so that buckets of the pending messages fall due and are moved, and reports their
-// lateness. With DUILIE_BENCH_HEAPPROFILE
+// lateness, logging the RSS and the held counts every 15 s (see scheduleAll for the holding
+// knobs). With DUILIE_BENCH_HEAPPROFILE
 // set to a path it writes a heap profile there after the enqueue. DUILIE_BENCH_DIR, if set, is
 // the parent of the data directory (default: the test's temporary directory, removed after).
 //
@@ -209,7 +210,10 @@ func pendingDelayed(b *testing.B, n int, least, spread time.Duration) {
 	}
 	if d, err := time.ParseDuration(os.Getenv("DUILIE_BENCH_AFTER")); err == nil {
 		// Keep consuming: buckets of the pending messages fall due and are moved.
+		sctx, stop := context.WithCancel(ctx)
+		go sampleHeld(sctx, b, p, "big")
 		time.Sleep(d)
+		stop()
 		mu.Lock()
 		if l := others; len(l) > 0 {
 			slices.Sort(l)
@@ -235,9 +239,51 @@ func pendingDelayed(b *testing.B, n int, least, spread time.Duration) {
 }
 
 // scheduleAll makes p schedule every delay, as before hold.go, with DUILIE_BENCH_SCHEDULE_ALL=1.
+// DUILIE_BENCH_NEAR_ONLY=1 holds every long delay on minute buckets (no far buckets: the design
+// before them); DUILIE_BENCH_FAR_HORIZON (a duration) sets how long before its hour a far bucket
+// is held again on minute buckets (default 1h), so that a run can see one fall due.
 func scheduleAll(p *Platform) {
 	if os.Getenv("DUILIE_BENCH_SCHEDULE_ALL") == "1" {
 		p.holding.after = 24 * time.Hour
+	}
+	if os.Getenv("DUILIE_BENCH_NEAR_ONLY") == "1" {
+		p.holding.farBucket = 0
+	}
+	if d, err := time.ParseDuration(os.Getenv("DUILIE_BENCH_FAR_HORIZON")); err == nil {
+		p.holding.farHorizon = d
+	}
+}
+
+// sampleHeld logs, every 15 s until ctx ends, the RSS, the Go heap and how many messages wait on
+// the queue's far and near holding subjects.
+func sampleHeld(ctx context.Context, b *testing.B, p *Platform, queue string) {
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		count := func(filter string) uint64 {
+			st, err := p.js.Stream(ctx, streamName(queue))
+			if err != nil {
+				return 0
+			}
+			info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+			if err != nil {
+				return 0
+			}
+			var n uint64
+			for _, c := range info.State.Subjects {
+				n += c
+			}
+			return n
+		}
+		b.Logf("%s RSS %s, heap %d MiB; held: far %d, near %d", time.Now().UTC().Format("15:04:05"), procStatus("VmRSS"), ms.HeapAlloc>>20,
+			count(farFilter(queue)), count(holdFilter(queue)))
 	}
 }
 
