@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -253,8 +254,14 @@ func (p *Platform) dueBuckets(ctx context.Context, q *queue, filter, level strin
 // moveBucket publishes the bucket's messages as to makes them (schedules, or near-held
 // messages), a chunk at a time, each chunk confirmed before it is removed from the bucket. With
 // limit > 0 it moves that many at most. It returns how many it moved.
+//
+// It starts where the last pass in this process left the bucket (what lay before is removed):
+// a bucket's first messages may lie in the stream's first blocks, and looking for them there
+// again at every pass would read those blocks again.
 func (p *Platform) moveBucket(ctx context.Context, q *queue, st jetstream.Stream, subject string, to func(storedMsg) *nats.Msg, limit int) (int, error) {
-	var from, last uint64 = 1, 0
+	born := st.CachedInfo().Created // a stream deleted and made again starts over
+	from := p.movedTo.load(subject, born)
+	var last uint64
 	moved, total := 0, 0
 	remove := func() error {
 		if last == 0 || moved == 0 {
@@ -270,6 +277,7 @@ func (p *Platform) moveBucket(ctx context.Context, q *queue, st jetstream.Stream
 		if err := st.Purge(pctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(last+1)); err != nil {
 			return fmt.Errorf("remove moved messages of %s: %w", subject, err)
 		}
+		p.movedTo.store(subject, born, last+1)
 		moved = 0
 		return nil
 	}
@@ -283,7 +291,11 @@ func (p *Platform) moveBucket(ctx context.Context, q *queue, st jetstream.Stream
 			return total, err
 		}
 		if len(ms) == 0 {
-			break
+			if err := remove(); err != nil {
+				return total, err
+			}
+			p.movedTo.drop(subject) // empty: it goes from the stream's subjects
+			return total, nil
 		}
 		futures := make([]jetstream.PubAckFuture, len(ms))
 		for i, m := range ms {
@@ -316,6 +328,42 @@ func (p *Platform) moveBucket(ctx context.Context, q *queue, st jetstream.Stream
 		}
 	}
 	return total, remove()
+}
+
+// positions is where the mover left each bucket in this process, by subject: the sequence to
+// look from next.
+type positions struct {
+	mu sync.Mutex
+	m  map[string]position
+}
+
+type position struct {
+	born time.Time // the stream's creation time
+	next uint64
+}
+
+func (ps *positions) load(subject string, born time.Time) uint64 {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if at, ok := ps.m[subject]; ok && at.born.Equal(born) {
+		return at.next
+	}
+	return 1
+}
+
+func (ps *positions) store(subject string, born time.Time, next uint64) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.m == nil {
+		ps.m = map[string]position{}
+	}
+	ps.m[subject] = position{born, next}
+}
+
+func (ps *positions) drop(subject string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.m, subject)
 }
 
 // release is the message schedule of a held message: the same message (duilie's headers,
