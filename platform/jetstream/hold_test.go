@@ -352,3 +352,53 @@ func TestFarHeldPaced(t *testing.T) {
 		}
 	}
 }
+
+// The mover starts each pass where it left a bucket, but not in a stream made again under the
+// same name: there the bucket's messages start from sequence 1 again.
+func TestFarHeldQueueMadeAgain(t *testing.T) {
+	t.Parallel()
+	p := open(t, Config{})
+	farHolding(p)
+	p.holding.farBucket, p.holding.pace = time.Minute, 5
+	ctx := context.Background()
+	// All due at one time, in a far bucket: the same holding subject before and after.
+	due := time.Now().Truncate(time.Minute).Add(3*time.Minute + 30*time.Second)
+	sendDue := func(q *queue, n int) {
+		for i := range n {
+			m := q.messageDue(envelope{id: platform.NewMessageID(), time: time.Now().UnixMilli()}, []byte(fmt.Sprint(i)), due)
+			if _, err := p.js.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	q, err := p.queue(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendDue(q, 7)
+	if f := countSubject(t, p, "q", farFilter("q")); f != 7 {
+		t.Fatalf("%d far held, want 7", f)
+	}
+	p.holding.farHorizon = time.Hour
+	if err := p.moveDue(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if f := countSubject(t, p, "q", farFilter("q")); f != 2 {
+		t.Fatalf("%d far held after a pass, want 2", f)
+	}
+	if err := p.DeleteQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if q, err = p.queue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	p.holding.farHorizon = 2 * time.Second
+	sendDue(q, 3)
+	p.holding.farHorizon = time.Hour
+	if err := p.moveDue(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if f, h := countSubject(t, p, "q", farFilter("q")), countSubject(t, p, "q", holdFilter("q")); f != 0 || h != 3 {
+		t.Fatalf("in the queue made again: %d far and %d near held, want 0 and 3", f, h)
+	}
+}
