@@ -69,6 +69,7 @@ type Platform struct {
 	holding holding           // which delays are held, and how they are moved (hold.go)
 	movers  map[string]*mover // by queue, while this process consumes it
 	movedTo positions         // where the mover left each bucket (hold.go)
+	room    diskRoom          // what roomFor last saw of the disk
 }
 
 var (
