@@ -18,12 +18,21 @@ import (
 
 // A batch is all or nothing by one stream message: its envelope, the whole batch stored on the
 // queue's envelope subject, which no consumer reads. Once the envelope is stored the batch is
-// committed; its messages are then published in a pipeline, each with a deduplication id of its
-// own (the batch's id and its index), and the envelope is deleted. A sender that stops in
-// between (a crash, a lost connection) leaves the envelope, and whoever next opens the embedded
-// engine, or starts a serve on a cluster, publishes the messages again and deletes it: within
-// the stream's duplicate window (two minutes) the ones already stored are deduplicated; later
-// they may be stored twice (at least once, as every crash in duilie is).
+// committed; its messages are then published in a pipeline and the envelope is deleted.
+//
+// The pipeline's messages carry no deduplication id: the stream would keep every id for its
+// two-minute duplicate window, millions of them at full speed, and that cost a third of a
+// batch's throughput (docs/bench.md). Instead, whenever the fate of some of a batch's messages
+// is unknown (a publish failed or went unanswered; a sender stopped, and its envelope is still
+// there), the stream is read from the envelope on for their Duilie-Ids, and only those not
+// found are published again, each now with a deduplication id of its own (the batch's id and
+// its index), so that a later attempt within the window stores none of them twice. A message
+// that was stored, then delivered and acked before that look is delivered twice (at least
+// once, as every crash in duilie is).
+//
+// A sender that stops in between (a crash, a lost connection) leaves the envelope, and whoever
+// next opens the embedded engine, or starts a serve on a cluster, completes the batch so and
+// deletes it.
 //
 // JetStream's own atomic batch would store nothing until the commit too, but it stages every
 // batch in a store of its own (on a file stream: a directory, a file and an fsync per batch),
@@ -109,69 +118,144 @@ func (q *queue) SendBatch(ctx context.Context, items []platform.BatchItem) error
 		}
 		return fmt.Errorf("jetstream: send batch to queue %s: %w", q.name, err)
 	}
-	if err := q.fanOut(ctx, id, env); err != nil {
+	if err := q.fanOut(ctx, id, env, ack.Sequence, time.Time{}); err != nil {
 		return fmt.Errorf("jetstream: send batch to queue %s: the batch is stored, but not yet all of its messages; they will be once the engine is opened again or a serve starts: %w", q.name, err)
 	}
 	q.p.dropEnvelope(ctx, q.name, ack.Sequence)
 	return nil
 }
 
-// fanOut publishes the messages of the batch id, each with its deduplication id, in a pipeline,
-// publishing again those that failed until all are stored or ctx ends.
-func (q *queue) fanOut(ctx context.Context, id string, env batchEnvelope) error {
-	left := make([]int, len(env.Items))
-	for i := range left {
-		left[i] = i
+// fanOut publishes the messages of the batch id, whose envelope is at sequence at, in a
+// pipeline, until all are stored or ctx ends. With firstBy zero it is the batch's sender and
+// publishes them all at once; otherwise the envelope was left by a sender that stopped, and
+// every message's fate is unknown (its first publish came before firstBy, if at all). A message
+// whose fate is unknown is looked for in the stream and published again only if it is not
+// there, then with its deduplication id.
+func (q *queue) fanOut(ctx context.Context, id string, env batchEnvelope, at uint64, firstBy time.Time) error {
+	all := make([]int, len(env.Items))
+	for i := range all {
+		all[i] = i
+	}
+	var left []int
+	var last error
+	if firstBy.IsZero() {
+		var err error
+		if left, last, err = q.publishItems(ctx, id, env, all, false); err != nil {
+			return err
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		// The failed publishes came before now (plus the servers' clock skew).
+		firstBy = time.Now().Add(clockSkew)
+	} else {
+		left = all
 	}
 	for {
-		type sent struct {
-			i int
-			f jetstream.PubAckFuture
+		var err error
+		if left, err = q.notStored(ctx, env, left, at, firstBy); err != nil {
+			return fmt.Errorf("look for the batch's messages: %w", err)
 		}
-		var (
-			fs     []sent
-			failed []int
-			last   error
-		)
-		for _, i := range left {
-			it := env.Items[i]
-			var due time.Time
-			if it.Due > 0 {
-				due = time.UnixMilli(it.Due)
-			}
-			m := q.messageDue(envelope{id: it.ID, time: it.Time, ctype: platform.ContentType(it.Type)}, it.Body, due)
-			m.Header[hdrMsgID] = []string{"batch." + id + "." + strconv.Itoa(i)}
-			if testHookFanOut != nil {
-				if err := testHookFanOut(i, m); err != nil {
-					return err
-				}
-			}
-			f, err := q.p.js.PublishMsgAsync(m, jetstream.WithStallWait(publishWait))
-			if err != nil {
-				failed, last = append(failed, i), err
-				continue
-			}
-			fs = append(fs, sent{i, f})
+		if len(left) == 0 {
+			return nil
 		}
-		for _, s := range fs {
-			select {
-			case <-s.f.Ok():
-			case err := <-s.f.Err():
-				failed, last = append(failed, s.i), err
-			case <-ctx.Done():
-				return fmt.Errorf("no acknowledgement of a message: %w", ctx.Err())
-			}
+		if left, last, err = q.publishItems(ctx, id, env, left, true); err != nil {
+			return err
 		}
-		if len(failed) == 0 {
+		if len(left) == 0 {
 			return nil
 		}
 		select {
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
-			return fmt.Errorf("%d messages not stored: %w", len(failed), last)
+			return fmt.Errorf("%d messages not stored: %w", len(left), last)
 		}
-		left = failed
 	}
+}
+
+// clockSkew is how far a cluster's clocks may be apart, for the stream's timestamps.
+const clockSkew = 2 * time.Second
+
+// publishItems publishes the batch's items of the indexes given, in a pipeline, with their
+// deduplication ids when dedupe is set, and returns the indexes that failed and the last error.
+// An error of its own (ctx ended, a test's stop) ends the batch's attempt.
+func (q *queue) publishItems(ctx context.Context, id string, env batchEnvelope, idx []int, dedupe bool) (failed []int, last error, err error) {
+	type sent struct {
+		i int
+		f jetstream.PubAckFuture
+	}
+	fs := make([]sent, 0, len(idx))
+	for _, i := range idx {
+		it := env.Items[i]
+		var due time.Time
+		if it.Due > 0 {
+			due = time.UnixMilli(it.Due)
+		}
+		m := q.messageDue(envelope{id: it.ID, time: it.Time, ctype: platform.ContentType(it.Type)}, it.Body, due)
+		if dedupe {
+			m.Header[hdrMsgID] = []string{"batch." + id + "." + strconv.Itoa(i)}
+		}
+		if testHookFanOut != nil {
+			if err := testHookFanOut(i, m); err != nil {
+				return nil, nil, err
+			}
+		}
+		f, err := q.p.js.PublishMsgAsync(m, jetstream.WithStallWait(publishWait))
+		if err != nil {
+			failed, last = append(failed, i), err
+			continue
+		}
+		fs = append(fs, sent{i, f})
+	}
+	for _, s := range fs {
+		select {
+		case <-s.f.Ok():
+		case e := <-s.f.Err():
+			failed, last = append(failed, s.i), e
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("no acknowledgement of a message: %w", ctx.Err())
+		}
+	}
+	return failed, last, nil
+}
+
+// notStored returns those of the batch's items of the indexes given that the stream does not
+// hold: it reads the queue's messages from the envelope (sequence at) on, up to the first
+// stored after firstBy, for their Duilie-Ids. A message that was stored and is gone (delivered
+// and acked) counts as not stored.
+func (q *queue) notStored(ctx context.Context, env batchEnvelope, idx []int, at uint64, firstBy time.Time) ([]int, error) {
+	want := make(map[string]bool, len(idx))
+	for _, i := range idx {
+		want[env.Items[i].ID] = true
+	}
+	found := map[string]bool{}
+	from := at + 1
+scan:
+	for len(found) < len(want) {
+		ms, err := q.p.scan(ctx, q.name, subjectPrefix+q.name+".>", from, scanBatch)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			if ts, err := time.Parse(time.RFC3339Nano, m.msg.Header.Get(jetstream.TimeStampHeaer)); err == nil && ts.After(firstBy) {
+				break scan
+			}
+			if id := m.msg.Header.Get(hdrID); want[id] {
+				found[id] = true
+			}
+			from = m.seq + 1
+		}
+		if len(ms) < scanBatch {
+			break
+		}
+	}
+	var left []int
+	for _, i := range idx {
+		if !found[env.Items[i].ID] {
+			left = append(left, i)
+		}
+	}
+	return left, nil
 }
 
 // dropEnvelope deletes a batch's envelope once its messages are stored. A failure leaves it for
@@ -245,8 +329,12 @@ func (p *Platform) finishBatches(ctx context.Context, storedBefore time.Time) (i
 					errs = append(errs, fmt.Errorf("queue %s: the batch at sequence %d is unreadable: %w", name, m.seq, err))
 					continue
 				}
+				at, err := time.Parse(time.RFC3339Nano, m.msg.Header.Get(jetstream.TimeStampHeaer))
+				if err != nil {
+					at = time.Now() // unknown: look at the whole stream after it
+				}
 				bctx, cancel := context.WithTimeout(ctx, requestTimeout)
-				err := q.fanOut(bctx, m.msg.Header.Get(hdrBatch), env)
+				err = q.fanOut(bctx, m.msg.Header.Get(hdrBatch), env, m.seq, at.Add(publishWait+clockSkew))
 				if err == nil {
 					p.dropEnvelope(bctx, name, m.seq)
 					done++

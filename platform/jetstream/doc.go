@@ -83,14 +83,15 @@
 //
 // SendBatch is all or nothing: the whole batch, delayed messages included, is first stored as
 // one stream message, its envelope, on duilie.<queue>.b (no consumer reads it); that is the
-// commit. Its messages are then published in a pipeline, each with a deduplication id of its
-// own, and the envelope is deleted. An envelope the server refuses leaves nothing behind; an
-// envelope whose acknowledgement was lost (a timeout) may or may not have been stored, like any
-// send. A sender that stops after the envelope was stored leaves it, and the next open of the
-// embedded engine (or the next serve started on a cluster, or a serving process's sweep, for
-// envelopes over 30 s old) publishes its messages again, the
-// ones already stored deduplicated within the stream's two-minute duplicate window, and deletes
-// it. A queue with damage on record keeps its envelopes until lost.json is deleted (a damaged
+// commit. Its messages are then published in a pipeline and the envelope is deleted. An
+// envelope the server refuses leaves nothing behind; an envelope whose acknowledgement was lost
+// (a timeout) may or may not have been stored, like any send. Messages whose publish failed,
+// or all of a batch whose sender stopped after the envelope was stored, are looked for in the
+// stream by their Duilie-Id and published again only if not found (then with a deduplication
+// id): by the sender itself, or by the next open of the embedded engine (or the next serve
+// started on a cluster, or a serving process's sweep, for envelopes over 30 s old), which then
+// deletes the envelope. One already delivered and acked is not found, and comes twice (at
+// least once). A queue with damage on record keeps its envelopes until lost.json is deleted (a damaged
 // block file can give back an envelope whose deletion it lost). JetStream's atomic batch, used
 // before, staged every batch in a store of its own and was slower than single sends.
 //
