@@ -237,7 +237,7 @@ scan:
 			return nil, err
 		}
 		for _, m := range ms {
-			if ts, err := time.Parse(time.RFC3339Nano, m.msg.Header.Get(jetstream.TimeStampHeaer)); err == nil && ts.After(firstBy) {
+			if ts, err := m.storedAt(); err == nil && ts.After(firstBy) {
 				break scan
 			}
 			if id := m.msg.Header.Get(hdrID); want[id] {
@@ -259,7 +259,7 @@ scan:
 }
 
 // dropEnvelope deletes a batch's envelope once its messages are stored. A failure leaves it for
-// finishBatches, which stores nothing twice within the duplicate window.
+// finishBatches, which publishes again only those of its messages it does not find stored.
 func (p *Platform) dropEnvelope(ctx context.Context, queue string, seq uint64) {
 	var resp struct {
 		Error *jetstream.APIError `json:"error"`
@@ -321,17 +321,17 @@ func (p *Platform) finishBatches(ctx context.Context, storedBefore time.Time) (i
 			}
 			for _, m := range ms {
 				from = m.seq + 1
-				if at, err := time.Parse(time.RFC3339Nano, m.msg.Header.Get(jetstream.TimeStampHeaer)); !storedBefore.IsZero() && (err != nil || !at.Before(storedBefore)) {
+				at, err := m.storedAt()
+				if !storedBefore.IsZero() && (err != nil || !at.Before(storedBefore)) {
 					continue
+				}
+				if err != nil {
+					at = time.Now() // unknown: look at the whole stream after it
 				}
 				var env batchEnvelope
 				if err := json.Unmarshal(m.msg.Data, &env); err != nil {
 					errs = append(errs, fmt.Errorf("queue %s: the batch at sequence %d is unreadable: %w", name, m.seq, err))
 					continue
-				}
-				at, err := time.Parse(time.RFC3339Nano, m.msg.Header.Get(jetstream.TimeStampHeaer))
-				if err != nil {
-					at = time.Now() // unknown: look at the whole stream after it
 				}
 				bctx, cancel := context.WithTimeout(ctx, requestTimeout)
 				err = q.fanOut(bctx, m.msg.Header.Get(hdrBatch), env, m.seq, at.Add(publishWait+clockSkew))

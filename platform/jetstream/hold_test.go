@@ -242,23 +242,36 @@ func farHolding(p *Platform) {
 	p.holding.farBucket, p.holding.farHorizon, p.holding.pace = 2*time.Second, 2*time.Second, 3
 }
 
+// farQueue opens an engine with farHolding and its queue "q".
+func farQueue(t *testing.T) (*Platform, *queue) {
+	t.Helper()
+	p := open(t, Config{})
+	farHolding(p)
+	q, err := p.queue(context.Background(), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, q
+}
+
+// held counts the messages of queue "q" held on far and on near buckets.
+func held(t *testing.T, p *Platform) (far, near int) {
+	t.Helper()
+	return countSubject(t, p, "q", farFilter("q")), countSubject(t, p, "q", holdFilter("q"))
+}
+
 // A message due in a far bucket that begins beyond the far horizon is held there, counted and
 // listed as delayed, then held again on its near bucket, then delivered never early, once,
 // with its id, timestamp and attempts.
 func TestFarHeldDelay(t *testing.T) {
 	t.Parallel()
-	p := open(t, Config{})
-	farHolding(p)
+	p, q := farQueue(t)
 	ctx := context.Background()
-	q, err := p.queue(ctx, "q")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 7
 	for i := range n {
 		send(t, q, fmt.Sprint(i), 6)
 	}
-	if f, h := countSubject(t, p, "q", farFilter("q")), countSubject(t, p, "q", holdFilter("q")); f != n || h != 0 {
+	if f, h := held(t, p); f != n || h != 0 {
 		t.Fatalf("%d far and %d near held, want %d and 0", f, h, n)
 	}
 	wantStats(t, p, platform.QueueStats{Queue: "q", Delayed: n})
@@ -307,13 +320,8 @@ func TestFarHeldDelay(t *testing.T) {
 // second copy.
 func TestFarHeldPaced(t *testing.T) {
 	t.Parallel()
-	p := open(t, Config{})
-	farHolding(p)
+	p, q := farQueue(t)
 	ctx := context.Background()
-	q, err := p.queue(ctx, "q")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 7
 	for i := range n {
 		send(t, q, fmt.Sprint(i), 60)
@@ -330,14 +338,14 @@ func TestFarHeldPaced(t *testing.T) {
 	if err := p.moveDue(ctx, q); err == nil {
 		t.Fatal("the stopped pass reported no error")
 	}
-	if f, h := countSubject(t, p, "q", farFilter("q")), countSubject(t, p, "q", holdFilter("q")); f != n || h != 3 {
+	if f, h := held(t, p); f != n || h != 3 {
 		t.Fatalf("after the stopped pass: %d far and %d near held, want %d and 3", f, h, n)
 	}
 	for _, want := range [][2]int{{4, 3}, {1, 6}, {0, 7}, {0, 7}} {
 		if err := p.moveDue(ctx, q); err != nil {
 			t.Fatal(err)
 		}
-		if f, h := countSubject(t, p, "q", farFilter("q")), countSubject(t, p, "q", holdFilter("q")); f != want[0] || h != want[1] {
+		if f, h := held(t, p); f != want[0] || h != want[1] {
 			t.Fatalf("%d far and %d near held, want %d and %d", f, h, want[0], want[1])
 		}
 	}
@@ -357,8 +365,7 @@ func TestFarHeldPaced(t *testing.T) {
 // same name: there the bucket's messages start from sequence 1 again.
 func TestFarHeldQueueMadeAgain(t *testing.T) {
 	t.Parallel()
-	p := open(t, Config{})
-	farHolding(p)
+	p, q := farQueue(t)
 	p.holding.farBucket, p.holding.pace = time.Minute, 5
 	ctx := context.Background()
 	// All due at one time, in a far bucket: the same holding subject before and after.
@@ -370,10 +377,6 @@ func TestFarHeldQueueMadeAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-	}
-	q, err := p.queue(ctx, "q")
-	if err != nil {
-		t.Fatal(err)
 	}
 	sendDue(q, 7)
 	if f := countSubject(t, p, "q", farFilter("q")); f != 7 {
@@ -389,6 +392,7 @@ func TestFarHeldQueueMadeAgain(t *testing.T) {
 	if err := p.DeleteQueue(ctx, "q"); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	if q, err = p.queue(ctx, "q"); err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +402,7 @@ func TestFarHeldQueueMadeAgain(t *testing.T) {
 	if err := p.moveDue(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	if f, h := countSubject(t, p, "q", farFilter("q")), countSubject(t, p, "q", holdFilter("q")); f != 0 || h != 3 {
+	if f, h := held(t, p); f != 0 || h != 3 {
 		t.Fatalf("in the queue made again: %d far and %d near held, want 0 and 3", f, h)
 	}
 }

@@ -45,6 +45,11 @@ type storedMsg struct {
 	msg     *nats.Msg
 }
 
+// storedAt is when the stream stored m (its direct get's Nats-Time-Stamp).
+func (m storedMsg) storedAt() (time.Time, error) {
+	return time.Parse(time.RFC3339Nano, m.msg.Header.Get(jetstream.TimeStampHeaer))
+}
+
 // scan reads the stream's messages whose subject matches filter, from sequence from on, up to
 // n of them (and at most scanBytes), oldest first. It returns fewer than n only at the end of
 // the stream.
@@ -216,7 +221,7 @@ func (l listing) stored(m storedMsg) platform.StoredMessage {
 	s.ContentType = contentTypeOf(h)
 	var err error
 	if s.Timestamp, err = strconv.ParseInt(h.Get(hdrTime), 10, 64); err != nil {
-		if t, err := time.Parse(time.RFC3339Nano, h.Get(jetstream.TimeStampHeaer)); err == nil {
+		if t, err := m.storedAt(); err == nil {
 			s.Timestamp = t.UnixMilli()
 		}
 	}
