@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -44,7 +43,9 @@ func envelopeSubject(queue string) string { return subjectPrefix + queue + ".b" 
 // hdrBatch carries a batch's id on its envelope.
 const hdrBatch = "Duilie-Batch"
 
-// batchEnvelope is a batch as one stream message: each of its messages, in order.
+// batchEnvelope is a batch as one stream message: each of its messages, in order. It is
+// stored in binary (envelope.go); the JSON names are those of envelopes stored by earlier
+// versions.
 type batchEnvelope struct {
 	Items []envelopeItem `json:"items"`
 }
@@ -101,10 +102,7 @@ func (q *queue) SendBatch(ctx context.Context, items []platform.BatchItem) error
 		}
 		env.Items[i] = e
 	}
-	data, err := json.Marshal(env)
-	if err != nil {
-		return fmt.Errorf("jetstream: send batch to queue %s: %w", q.name, err)
-	}
+	data := appendEnvelope(make([]byte, 0, envelopeSize(env)), env)
 	id := nuid.Next()
 	m := &nats.Msg{Subject: envelopeSubject(q.name), Data: data,
 		Header: nats.Header{hdrMsgID: []string{"batch." + id}, hdrBatch: []string{id}}}
@@ -328,8 +326,8 @@ func (p *Platform) finishBatches(ctx context.Context, storedBefore time.Time) (i
 				if err != nil {
 					at = time.Now() // unknown: look at the whole stream after it
 				}
-				var env batchEnvelope
-				if err := json.Unmarshal(m.msg.Data, &env); err != nil {
+				env, err := parseEnvelope(m.msg.Data)
+				if err != nil {
 					errs = append(errs, fmt.Errorf("queue %s: the batch at sequence %d is unreadable: %w", name, m.seq, err))
 					continue
 				}
