@@ -266,8 +266,8 @@ func (c *consumer) receive(ctx context.Context, limit int) ([]platform.Delivery,
 
 // dueOf is when a delayed message is due (Duilie-Due), or the zero time for any other.
 func dueOf(m *nats.Msg) time.Time {
-	ms, err := strconv.ParseInt(m.Header.Get(hdrDue), 10, 64)
-	if err != nil {
+	ms := headerInt(m.Header, hdrDue)
+	if ms == 0 {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms)
@@ -354,15 +354,28 @@ func (c *consumer) deliveries(ms []*nats.Msg) []platform.Delivery {
 			d.Timestamp = meta.timestamp / int64(time.Millisecond)
 		}
 		d.ContentType = contentTypeOf(m.Header)
-		d.Due, _ = strconv.ParseInt(m.Header.Get(hdrDue), 10, 64)
-		base, _ := strconv.Atoi(m.Header.Get(hdrAttempts))
-		d.Attempts = max(base, 0) + int(meta.delivered)
+		d.Due = headerInt(m.Header, hdrDue)
+		d.Attempts = max(int(headerInt(m.Header, hdrAttempts)), 0) + int(meta.delivered)
 		ds = append(ds, d)
 		c.fmu.Lock()
 		c.flying[meta.streamSeq] = flight{at: now, delivered: int(meta.delivered)}
 		c.fmu.Unlock()
 	}
 	return ds
+}
+
+// headerInt is the integer in header key, or 0 when it is absent or not one. (Most messages
+// have neither a due time nor earlier attempts: an absent header costs no parse error.)
+func headerInt(h nats.Header, key string) int64 {
+	v := h.Get(key)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // landed forgets deliveries that were settled or given back.
@@ -442,7 +455,20 @@ type ackMeta struct {
 // $JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ns>.<pending>[.<token>].
 func parseAckReply(reply string) (ackMeta, bool) {
 	var m ackMeta
-	t := strings.Split(reply, ".")
+	// Its tokens, without allocating: this runs for every message delivered.
+	var buf [12]string
+	t := buf[:0]
+	for rest := reply; ; {
+		tok, after, more := strings.Cut(rest, ".")
+		if len(t) == len(buf) {
+			return m, false
+		}
+		t = append(t, tok)
+		if !more {
+			break
+		}
+		rest = after
+	}
 	var at int
 	switch {
 	case len(t) < 9 || t[0] != "$JS" || t[1] != "ACK":
