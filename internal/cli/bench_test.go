@@ -18,12 +18,19 @@ import (
 // settled once by each run, the delayed ones are measured apart, and duilie's shares of both raw
 // runs are there.
 func TestBenchJSONCompareRaw(t *testing.T) {
-	t.Parallel()
+	// Not parallel: TestBenchConfigTable profiles too, and a process has one CPU profile at a time.
 	var stdout, stderr bytes.Buffer
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
 	code := Run(context.Background(), Options{}, []string{"bench", "--count", "300", "--producers", "4", "--batch", "10",
-		"--consumer-batch", "20", "--concurrency", "2", "--delayed", "0.1", "--json", "--compare-raw"}, nil, &stdout, &stderr)
+		"--consumer-batch", "20", "--concurrency", "2", "--delayed", "0.1", "--json", "--compare-raw", "--cpuprofile", prof}, nil, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	// A CPU profile of each run, for go tool pprof -diff_base.
+	for _, f := range []string{prof, prof + ".raw-sync", prof + ".raw-async"} {
+		if info, err := os.Stat(f); err != nil || info.Size() == 0 {
+			t.Errorf("no CPU profile %s: %v", f, err)
+		}
 	}
 	var res struct {
 		Platform      string  `json:"platform"`
