@@ -74,7 +74,8 @@ func CheckBatch(text []byte) ([]platform.BatchItem, error) {
 	if norm[0] != '[' {
 		return nil, exception(msgBatchNotArray)
 	}
-	items := make([]platform.BatchItem, 0, 8)
+	// An item takes at least 11 bytes (`{"body":0},`): room for them all at once.
+	items := make([]platform.BatchItem, 0, min(MaxBatchItems, len(norm)/11+1))
 	for elem := range jsonvalue.Elements(norm) {
 		if len(items) == MaxBatchItems {
 			return nil, exception(msgBatchTooMany)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -304,9 +305,9 @@ func collect(ctx context.Context, c platform.Consumer, cc ConsumerConfig) ([]pla
 // redelivered them once too often) are dead-lettered or dropped without being delivered.
 func (h *Host) runBatch(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery, handler Handler) error {
 	live := ds
-	if !h.caps.Retries {
+	if !h.caps.Retries && slices.ContainsFunc(ds, func(d platform.Delivery) bool { return d.Attempts > cc.MaxRetries+1 }) {
 		var exhausted []platform.Resolution
-		live = ds[:0:0]
+		live = make([]platform.Delivery, 0, len(ds))
 		for _, d := range ds {
 			if d.Attempts > cc.MaxRetries+1 {
 				exhausted = append(exhausted, platform.Resolution{Delivery: d, Action: giveUp(cc)})

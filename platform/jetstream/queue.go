@@ -96,12 +96,17 @@ func (q *queue) messageDue(e envelope, body []byte, due time.Time) *nats.Msg {
 	if e.ctype == "" {
 		e.ctype = platform.JSON
 	}
+	// The header's values share one array (each a slice of one, which an append would move
+	// out): three allocations fewer per message.
+	vs := [...]string{e.id, strconv.FormatInt(e.time, 10), string(e.ctype), ""}
+	vals := vs[:]
 	h := make(nats.Header, 8)
-	h[hdrID] = []string{e.id}
-	h[hdrTime] = []string{strconv.FormatInt(e.time, 10)}
-	h[hdrType] = []string{string(e.ctype)}
+	h[hdrID] = vals[0:1:1]
+	h[hdrTime] = vals[1:2:2]
+	h[hdrType] = vals[2:3:3]
 	if e.attempts > 0 {
-		h[hdrAttempts] = []string{strconv.Itoa(e.attempts)}
+		vals[3] = strconv.Itoa(e.attempts)
+		h[hdrAttempts] = vals[3:4:4]
 	}
 	m := &nats.Msg{Header: h, Data: body}
 	if due.IsZero() {
