@@ -339,14 +339,18 @@ func (c *consumer) request(ctx context.Context, n int) error {
 // count of this one.
 func (c *consumer) deliveries(ms []*nats.Msg) []platform.Delivery {
 	ds := make([]platform.Delivery, 0, len(ms))
+	tokens := make([]ackToken, len(ms)) // one allocation for the batch's tokens
 	now := time.Now()
-	for _, m := range ms {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	for i, m := range ms {
 		meta, ok := parseAckReply(m.Reply)
 		if !ok {
 			c.q.p.log.Error("jetstream: message without a JetStream ack subject", "queue", c.q.name, "reply", m.Reply)
 			continue
 		}
-		d := platform.Delivery{Token: &ackToken{reply: m.Reply, seq: meta.streamSeq, at: now}}
+		tokens[i] = ackToken{reply: m.Reply, seq: meta.streamSeq, at: now}
+		d := platform.Delivery{Token: &tokens[i]}
 		d.Body = m.Data
 		d.ID = messageID(m.Header, meta.streamSeq)
 		var err error
@@ -357,9 +361,7 @@ func (c *consumer) deliveries(ms []*nats.Msg) []platform.Delivery {
 		d.Due = headerInt(m.Header, hdrDue)
 		d.Attempts = max(int(headerInt(m.Header, hdrAttempts)), 0) + int(meta.delivered)
 		ds = append(ds, d)
-		c.fmu.Lock()
 		c.flying[meta.streamSeq] = flight{at: now, delivered: int(meta.delivered)}
-		c.fmu.Unlock()
 	}
 	return ds
 }
