@@ -178,11 +178,12 @@ const clockSkew = 2 * time.Second
 // deduplication ids when dedupe is set, and returns the indexes that failed and the last error.
 // An error of its own (ctx ended, a test's stop) ends the batch's attempt.
 func (q *queue) publishItems(ctx context.Context, id string, env batchEnvelope, idx []int, dedupe bool) (failed []int, last error, err error) {
-	type sent struct {
-		i int
-		f jetstream.PubAckFuture
+	acks, err := q.p.batchAcks()
+	if err != nil {
+		return nil, nil, err
 	}
-	fs := make([]sent, 0, len(idx))
+	token, w := acks.start(idx, len(env.Items))
+	defer acks.forget(token)
 	for _, i := range idx {
 		it := env.Items[i]
 		var due time.Time
@@ -198,23 +199,18 @@ func (q *queue) publishItems(ctx context.Context, id string, env batchEnvelope, 
 				return nil, nil, err
 			}
 		}
-		f, err := q.p.js.PublishMsgAsync(m, jetstream.WithStallWait(publishWait))
-		if err != nil {
-			failed, last = append(failed, i), err
-			continue
-		}
-		fs = append(fs, sent{i, f})
-	}
-	for _, s := range fs {
-		select {
-		case <-s.f.Ok():
-		case e := <-s.f.Err():
-			failed, last = append(failed, s.i), e
-		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("no acknowledgement of a message: %w", ctx.Err())
+		m.Reply = acks.subject(token, i)
+		if err := q.p.nc.PublishMsg(m); err != nil {
+			acks.unsent(token, w, i, err)
 		}
 	}
-	return failed, last, nil
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("no acknowledgement of a message: %w", ctx.Err())
+	}
+	// done is closed under the lock that wrote refused and last: reading them now is safe.
+	return w.refused, w.last, nil
 }
 
 // notStored returns those of the batch's items of the indexes given that the stream does not

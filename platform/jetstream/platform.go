@@ -70,6 +70,7 @@ type Platform struct {
 	movers  map[string]*mover // by queue, while this process consumes it
 	movedTo positions         // where the mover left each bucket (hold.go)
 	room    diskRoom          // what roomFor last saw of the disk
+	acks    *batchAcks        // SendBatch's acknowledgements (puback.go); made at the first batch
 }
 
 var (
