@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -43,9 +44,7 @@ func envelopeSubject(queue string) string { return subjectPrefix + queue + ".b" 
 // hdrBatch carries a batch's id on its envelope.
 const hdrBatch = "Duilie-Batch"
 
-// batchEnvelope is a batch as one stream message: each of its messages, in order. It is
-// stored in binary (envelope.go); the JSON names are those of envelopes stored by earlier
-// versions.
+// batchEnvelope is a batch as one stream message: each of its messages, in order.
 type batchEnvelope struct {
 	Items []envelopeItem `json:"items"`
 }
@@ -102,7 +101,10 @@ func (q *queue) SendBatch(ctx context.Context, items []platform.BatchItem) error
 		}
 		env.Items[i] = e
 	}
-	data := appendEnvelope(make([]byte, 0, envelopeSize(env)), env)
+	data, err := json.Marshal(env)
+	if err != nil {
+		return fmt.Errorf("jetstream: send batch to queue %s: %w", q.name, err)
+	}
 	id := nuid.Next()
 	m := &nats.Msg{Subject: envelopeSubject(q.name), Data: data,
 		Header: nats.Header{hdrMsgID: []string{"batch." + id}, hdrBatch: []string{id}}}
@@ -322,8 +324,8 @@ func (p *Platform) finishBatches(ctx context.Context, storedBefore time.Time) (i
 				if err != nil {
 					at = time.Now() // unknown: look at the whole stream after it
 				}
-				env, err := parseEnvelope(m.msg.Data)
-				if err != nil {
+				var env batchEnvelope
+				if err := json.Unmarshal(m.msg.Data, &env); err != nil {
 					errs = append(errs, fmt.Errorf("queue %s: the batch at sequence %d is unreadable: %w", name, m.seq, err))
 					continue
 				}
