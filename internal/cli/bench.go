@@ -73,7 +73,7 @@ waiting for a confirmation; and prints duilie's rates as a share of each.`,
 	f.IntVar(&o.Delay, "delay", 1, "the delay of delayed messages, in seconds (1–43200)")
 	f.StringVar(&o.Sync, "sync", "", `"always" to fsync every write (embedded engine); default: the configured sync, or "interval"`)
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON instead of a table")
-	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the duilie run to this file (go tool pprof reads it); with --compare-raw, the raw runs' to FILE.raw-sync and FILE.raw-async")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the duilie run to this file; with --compare-raw, of the raw runs to FILE.raw-sync and FILE.raw-async")
 	f.BoolVar(&o.Prefill, "prefill", false, "send everything first, then start the consumer (measures consuming alone)")
 	f.BoolVar(&o.CompareRaw, "compare-raw", false, "also run raw nats.go doing the same work on the same server (jetstream platform)")
 	return c
