@@ -23,8 +23,8 @@ import (
 // connection, a batch that gave up waiting) is one whose fate is unknown, and fanOut looks for
 // it in the stream before publishing it again.
 type batchAcks struct {
-	nc    *nats.Conn
-	inbox string
+	nc     *nats.Conn
+	prefix string // the inbox and a dot, before each reply's batch and index
 
 	mu    sync.Mutex
 	seq   uint64
@@ -71,8 +71,9 @@ func (p *Platform) batchAcks() (*batchAcks, error) {
 
 // newBatchAcks subscribes to the replies of every batch this Platform sends.
 func newBatchAcks(nc *nats.Conn) (*batchAcks, error) {
-	a := &batchAcks{nc: nc, inbox: nc.NewInbox(), waits: map[string]*ackWait{}}
-	sub, err := nc.Subscribe(a.inbox+".*.*", a.reply)
+	inbox := nc.NewInbox()
+	a := &batchAcks{nc: nc, prefix: inbox + ".", waits: map[string]*ackWait{}}
+	sub, err := nc.Subscribe(inbox+".*.*", a.reply)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func (a *batchAcks) disconnected() {
 
 // reply takes one message's acknowledgement.
 func (a *batchAcks) reply(m *nats.Msg) {
-	rest, ok := strings.CutPrefix(m.Subject, a.inbox+".")
+	rest, ok := strings.CutPrefix(m.Subject, a.prefix)
 	if !ok {
 		return
 	}
@@ -162,7 +163,7 @@ func (a *batchAcks) forget(token string) {
 }
 
 func (a *batchAcks) subject(token string, i int) string {
-	return a.inbox + "." + token + "." + strconv.Itoa(i)
+	return a.prefix + token + "." + strconv.Itoa(i)
 }
 
 // pubAckErr reads JetStream's answer to a publish: nil when the message is stored (or was a

@@ -63,7 +63,7 @@ func FuzzStoredAck(f *testing.F) {
 // connection ends it at once, the unanswered messages of unknown fate; answers that come after
 // change nothing.
 func TestBatchAcksWait(t *testing.T) {
-	a := &batchAcks{inbox: "_INBOX.t", waits: map[string]*ackWait{}}
+	a := &batchAcks{prefix: "_INBOX.t.", waits: map[string]*ackWait{}}
 	stored := []byte(`{"stream":"s","seq":1}`)
 	refused := []byte(`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"}}`)
 
