@@ -28,6 +28,15 @@ const (
 	defaultAck = 30 * time.Second
 )
 
+// A pull request that no server answers for (no responders) finds a consumer without a leader:
+// in a cluster a new consumer, or one whose server was lost, has none for a few seconds.
+// Receive asks again every leaderPoll; after leaderWait without an answer the consumer is likely
+// gone, and Receive says so.
+var (
+	leaderWait = 15 * time.Second
+	leaderPoll = 100 * time.Millisecond
+)
+
 // Acknowledgement payloads (JetStream's ack protocol).
 var (
 	ackAck      = []byte("+ACK")
@@ -53,6 +62,7 @@ type consumer struct {
 	owed   int       // messages the outstanding request may still bring
 	until  time.Time // when to stop waiting for the outstanding request to end
 	seq    uint64
+	silent time.Time   // since when pull requests have found no responders; zero while answered
 	stash  []*nats.Msg // delivered after a Receive gave up waiting; handed to the next one
 	held   []*nats.Msg // fired before their due time (scheduleLead), by due time; handed over when due
 
@@ -244,9 +254,16 @@ func (c *consumer) receive(ctx context.Context, limit int) ([]platform.Delivery,
 			case errors.Is(err, context.DeadlineExceeded):
 				c.open = "" // its end was lost (a reconnect, a new leader): ask again
 				continue
+			case errors.Is(err, nats.ErrNoResponders):
+				c.open = ""
+				if err := c.awaitLeader(ctx); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			return nil, fmt.Errorf("jetstream: receive from queue %s: %w", c.q.name, err)
 		}
+		c.silent = time.Time{}
 		if err := take(m); err != nil {
 			return nil, err
 		}
@@ -262,6 +279,26 @@ func (c *consumer) receive(ctx context.Context, limit int) ([]platform.Delivery,
 		}
 	}
 	return c.deliveries(got), nil
+}
+
+// awaitLeader pauses before asking again a consumer that no server answered for. It gives up
+// with an error once nothing has answered for leaderWait, and with ctx's error when ctx ends.
+func (c *consumer) awaitLeader(ctx context.Context) error {
+	now := time.Now()
+	if c.silent.IsZero() {
+		c.silent = now
+	}
+	if now.Sub(c.silent) >= leaderWait {
+		c.silent = time.Time{}
+		return fmt.Errorf("jetstream: receive from queue %s: no server answered for its consumer in %v: %w",
+			c.q.name, leaderWait, nats.ErrNoResponders)
+	}
+	select {
+	case <-time.After(leaderPoll):
+		return nil
+	case <-ctx.Done():
+		return c.ctxErr(ctx)
+	}
 }
 
 // dueOf is when a delayed message is due (Duilie-Due), or the zero time for any other.

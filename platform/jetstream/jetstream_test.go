@@ -637,6 +637,48 @@ func TestCloseWakesReceive(t *testing.T) {
 	}
 }
 
+// TestReceiveWithoutLeader: a pull request that no server answers for (a consumer without a
+// leader, as in a cluster just after it is made or after its server is lost) is asked again
+// until the consumer answers; after leaderWait of silence Receive reports it.
+func TestReceiveWithoutLeader(t *testing.T) {
+	p := open(t, Config{})
+	q := queueOf(t, p, "q")
+	c := consume(t, p, "q", time.Minute)
+	ctx := context.Background()
+	if err := p.js.DeleteConsumer(ctx, streamName("q"), consumerName); err != nil {
+		t.Fatal(err)
+	}
+	send(t, q, `"after the election"`, 0)
+	time.AfterFunc(500*time.Millisecond, func() {
+		if err := ensureConsumer(ctx, p.js, "q", time.Minute); err != nil {
+			t.Error(err)
+		}
+	})
+	ds := receive(t, c, 1, 10*time.Second)
+	if string(ds[0].Body) != `"after the election"` {
+		t.Fatalf("received %s", ds[0].Body)
+	}
+
+	defer func(w time.Duration) { leaderWait = w }(leaderWait)
+	leaderWait = 300 * time.Millisecond
+	if err := p.js.DeleteConsumer(ctx, streamName("q"), consumerName); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.Receive(short, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("receive ended by its ctx while no server answers: %v, want the ctx's error", err)
+	}
+	start := time.Now()
+	_, err := c.Receive(ctx, 1)
+	if !errors.Is(err, nats.ErrNoResponders) || !strings.Contains(err.Error(), "queue q") {
+		t.Fatalf("receive from a consumer that stays gone: %v, want no responders naming the queue", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("gave up after %v, want about leaderWait", waited)
+	}
+}
+
 func TestParseAckReply(t *testing.T) {
 	for _, tc := range []struct {
 		reply string
