@@ -177,7 +177,11 @@ func (q *queue) SendBatch(ctx context.Context, items []platform.BatchItem) error
 	if err := q.fanOut(ctx, id, env, ack.Sequence, time.Time{}); err != nil {
 		return fmt.Errorf("jetstream: send batch to queue %s: the batch is stored, but not yet all of its messages; they will be once the engine is opened again or a serve starts: %w", q.name, err)
 	}
-	q.p.dropEnvelope(ctx, q.name, ack.Sequence)
+	if drops, err := q.p.envelopeDrops(); err == nil {
+		drops.drop(q.name, ack.Sequence) // answered later (drop.go)
+	} else {
+		q.p.dropEnvelope(ctx, q.name, ack.Sequence)
+	}
 	return nil
 }
 
@@ -310,8 +314,9 @@ scan:
 	return left, nil
 }
 
-// dropEnvelope deletes a batch's envelope once its messages are stored. A failure leaves it for
-// finishBatches, which publishes again only those of its messages it does not find stored.
+// dropEnvelope deletes a batch's envelope once its messages are stored, and waits for the
+// engine's answer (SendBatch does not wait: drop.go). A failure leaves it for finishBatches,
+// which publishes again only those of its messages it does not find stored.
 func (p *Platform) dropEnvelope(ctx context.Context, queue string, seq uint64) {
 	var resp struct {
 		Error *jetstream.APIError `json:"error"`

@@ -71,6 +71,7 @@ type Platform struct {
 	movedTo positions         // where the mover left each bucket (hold.go)
 	room    diskRoom          // what roomFor last saw of the disk
 	acks    *batchAcks        // SendBatch's acknowledgements (puback.go); made at the first batch
+	drops   *envelopeDrops    // deletions of finished batches' envelopes (drop.go); made at the first batch
 }
 
 var (
@@ -540,6 +541,16 @@ func (p *Platform) Close() error {
 	}
 	if p.stopSweep != nil {
 		p.stopSweep()
+	}
+	p.mu.Lock()
+	drops := p.drops
+	p.mu.Unlock()
+	if drops != nil {
+		// A batch's envelope is deleted after SendBatch returns: let the last ones finish, so
+		// that the next open has no batch to finish.
+		if n := drops.wait(requestTimeout); n > 0 {
+			p.log.Warn("jetstream: envelope deletions unanswered at close; an envelope still there is finished at the next open", "envelopes", n)
+		}
 	}
 	if p.srv != nil {
 		// Nothing of ours writes any more: the next open counts every message from here.
