@@ -299,3 +299,33 @@ func TestSpecialMask(t *testing.T) {
 		}
 	}
 }
+
+// skipString finds quotes with bytes.IndexByte; it must stop where a scan that pairs each
+// backslash with the byte after it stops, on any input (the helpers' promise: never panic,
+// always end), not only normalized text.
+func TestSkipStringMatchesScan(t *testing.T) {
+	scan := func(b []byte, i int) int {
+		for i++; i < len(b); i++ {
+			switch b[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1
+			}
+		}
+		return len(b)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte{'"', '\\', '\\', 'a', 'b', '\n', 0xe2, 'u'}
+	for range 200000 {
+		b := make([]byte, rng.IntN(40)+1)
+		for j := range b {
+			b[j] = alphabet[rng.IntN(len(alphabet))]
+		}
+		i := rng.IntN(len(b))
+		b[i] = '"'
+		if got, want := skipString(b, i), scan(b, i); got != want {
+			t.Fatalf("skipString(%q, %d) = %d, want %d", b, i, got, want)
+		}
+	}
+}
