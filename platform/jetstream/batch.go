@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,22 +60,24 @@ type envelopeItem struct {
 	Body []byte `json:"body"`
 }
 
-// marshal is json.Marshal(env), written out by hand: the same bytes (TestEnvelopeMarshal)
+// marshal appends json.Marshal(env) to b (nil, or a buffer SendBatch reuses), written out by
+// hand: the same bytes (TestEnvelopeMarshal)
 // without reflection, which was 2% of SendBatch's CPU. A string that JSON would escape (never
 // one duilie makes: ids are hex, content types are words) goes to json.Marshal instead.
 //
 // The envelope stays JSON, bodies in base64, on purpose: a smaller binary one was tried, and
 // blocks whose deleted envelopes are less than half their bytes are not compacted by the
 // engine, which kept more memory for no measurable gain (docs/bench.md).
-func (env batchEnvelope) marshal() ([]byte, error) {
+func (env batchEnvelope) marshal(b []byte) ([]byte, error) {
 	size := len(`{"items":[]}`)
 	for _, it := range env.Items {
 		if !plainJSON(it.ID) || !plainJSON(it.Type) {
-			return json.Marshal(env)
+			j, err := json.Marshal(env)
+			return append(b, j...), err
 		}
 		size += 80 + len(it.ID) + len(it.Type) + base64.StdEncoding.EncodedLen(len(it.Body))
 	}
-	b := make([]byte, 0, size)
+	b = slices.Grow(b, size)
 	b = append(b, `{"items":[`...)
 	for i, it := range env.Items {
 		if i > 0 {
@@ -102,6 +106,9 @@ func (env batchEnvelope) marshal() ([]byte, error) {
 	}
 	return append(b, "]}"...), nil
 }
+
+// envelopeBuffers hold envelopes being published, tens of KiB each, for the next batch.
+var envelopeBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // plainJSON says whether s is written in JSON as it is, between quotes.
 func plainJSON(s string) bool {
@@ -157,10 +164,13 @@ func (q *queue) SendBatch(ctx context.Context, items []platform.BatchItem) error
 		}
 		env.Items[i] = e
 	}
-	data, err := env.marshal()
+	buf := envelopeBuffers.Get().(*[]byte)
+	defer envelopeBuffers.Put(buf)
+	data, err := env.marshal((*buf)[:0])
 	if err != nil {
 		return fmt.Errorf("jetstream: send batch to queue %s: %w", q.name, err)
 	}
+	*buf = data // no longer needed once the envelope's publish returns: PublishMsg copies it out
 	id := nuid.Next()
 	m := &nats.Msg{Subject: envelopeSubject(q.name), Data: data,
 		Header: nats.Header{hdrMsgID: []string{"batch." + id}, hdrBatch: []string{id}}}
@@ -246,13 +256,17 @@ func (q *queue) publishItems(ctx context.Context, id string, env batchEnvelope, 
 	}
 	token, w := acks.start(idx, len(env.Items))
 	defer acks.forget(token)
+	// One message and its header map serve every item in turn: PublishMsg copies a message
+	// out before it returns.
+	m := &nats.Msg{Header: make(nats.Header, 8)}
+	var vals headerValues
 	for _, i := range idx {
 		it := env.Items[i]
 		var due time.Time
 		if it.Due != 0 {
 			due = time.UnixMilli(it.Due)
 		}
-		m := q.messageDue(envelope{id: it.ID, time: it.Time, ctype: platform.ContentType(it.Type)}, it.Body, due)
+		q.fill(m, &vals, envelope{id: it.ID, time: it.Time, ctype: platform.ContentType(it.Type)}, it.Body, due)
 		if dedupe {
 			m.Header[hdrMsgID] = []string{"batch." + id + "." + strconv.Itoa(i)}
 		}

@@ -93,13 +93,26 @@ func (q *queue) message(e envelope, body []byte, delay time.Duration) *nats.Msg 
 // messageDue is message with the due time given: the zero time for a message ready at once.
 // A due time already past is scheduled at once, and delivered when it fires.
 func (q *queue) messageDue(e envelope, body []byte, due time.Time) *nats.Msg {
+	m := &nats.Msg{Header: make(nats.Header, 8)}
+	q.fill(m, new(headerValues), e, body, due)
+	return m
+}
+
+// headerValues holds the values of a message's duilie headers, each a slice of one of them
+// (which an append would move out): one allocation for all, or none when a batch's messages,
+// published one after another, reuse them.
+type headerValues [4]string
+
+// fill makes m the stream message messageDue describes, over whatever m held before (its
+// header map is cleared and reused). Its duilie headers' values are written to vals, which
+// must not change while m is in use.
+func (q *queue) fill(m *nats.Msg, vals *headerValues, e envelope, body []byte, due time.Time) {
 	if e.ctype == "" {
 		e.ctype = platform.JSON
 	}
-	// The header's values share one array (each a slice of one, which an append would move
-	// out): three allocations fewer per message.
-	vals := []string{e.id, strconv.FormatInt(e.time, 10), string(e.ctype), ""}
-	h := make(nats.Header, 8)
+	h := m.Header
+	clear(h)
+	vals[0], vals[1], vals[2] = e.id, strconv.FormatInt(e.time, 10), string(e.ctype)
 	h[hdrID] = vals[0:1:1]
 	h[hdrTime] = vals[1:2:2]
 	h[hdrType] = vals[2:3:3]
@@ -107,19 +120,18 @@ func (q *queue) messageDue(e envelope, body []byte, due time.Time) *nats.Msg {
 		vals[3] = strconv.Itoa(e.attempts)
 		h[hdrAttempts] = vals[3:4:4]
 	}
-	m := &nats.Msg{Header: h, Data: body}
+	m.Reply, m.Data = "", body
 	if due.IsZero() {
 		m.Subject = q.ready
-		return m
+		return
 	}
 	// A long delay waits on a holding subject (hold.go). The delay it is judged by leaves out
 	// the round-up of due to the millisecond, so a delay of holding.after itself is not held.
 	if q.hold(m, due, time.Until(due)-time.Millisecond) {
-		return m
+		return
 	}
 	h[hdrDue] = []string{strconv.FormatInt(due.UnixMilli(), 10)}
 	q.schedule(m, due)
-	return m
 }
 
 // schedule makes m a message schedule that JetStream turns into a ready message scheduleLead
