@@ -249,18 +249,46 @@ const clockSkew = 2 * time.Second
 // publishItems publishes the batch's items of the indexes given, in a pipeline, with their
 // deduplication ids when dedupe is set, and returns the indexes that failed and the last error.
 // An error of its own (ctx ended, a test's stop) ends the batch's attempt.
+//
+// A first attempt (no deduplication ids) goes as one fast batch when the queue's stream takes
+// them (fastbatch.go); one the engine refuses at its start stored nothing, and is published
+// again at once message by message.
 func (q *queue) publishItems(ctx context.Context, id string, env batchEnvelope, idx []int, dedupe bool) (failed []int, last error, err error) {
+	if !dedupe && len(idx) > 1 && q.fast.Load() {
+		failed, last, unbegun, err := q.publish(ctx, id, env, idx, false, true)
+		if err != nil || unbegun == nil {
+			return failed, last, err
+		}
+		if fastUnsupported(unbegun) {
+			q.fast.Store(false)
+			q.p.log.Info("jetstream: the queue's stream takes no fast batches; its batches' messages are published one by one",
+				"queue", q.name, "err", unbegun)
+		}
+	}
+	failed, last, _, err = q.publish(ctx, id, env, idx, dedupe, false)
+	return failed, last, err
+}
+
+// publish is publishItems' one attempt, as a fast batch or message by message. unbegun is the
+// engine's refusal of a fast batch at its start, when it stored none of it.
+func (q *queue) publish(ctx context.Context, id string, env batchEnvelope, idx []int, dedupe, fast bool) (failed []int, last, unbegun, err error) {
 	acks, err := q.p.batchAcks()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	token, w := acks.start(idx, len(env.Items))
+	var token string
+	var w *ackWait
+	if fast {
+		token, w = acks.startFast(idx, len(env.Items))
+	} else {
+		token, w = acks.start(idx, len(env.Items))
+	}
 	defer acks.forget(token)
 	// One message and its header map serve every item in turn: PublishMsg copies a message
 	// out before it returns.
 	m := &nats.Msg{Header: make(nats.Header, 8)}
 	var vals headerValues
-	for _, i := range idx {
+	for k, i := range idx {
 		it := env.Items[i]
 		var due time.Time
 		if it.Due != 0 {
@@ -272,21 +300,29 @@ func (q *queue) publishItems(ctx context.Context, id string, env batchEnvelope, 
 		}
 		if testHookFanOut != nil {
 			if err := testHookFanOut(i, m); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
-		m.Reply = acks.subject(token, i)
+		if fast {
+			m.Reply = acks.fastSubject(token, k+1, len(idx))
+		} else {
+			m.Reply = acks.subject(token, i)
+		}
 		if err := q.p.nc.PublishMsg(m); err != nil {
+			if fast { // the batch cannot end: what was published is of unknown fate
+				acks.failAll(token, w, err)
+				break
+			}
 			acks.unsent(token, w, i, err)
 		}
 	}
 	select {
 	case <-w.done:
 	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("no acknowledgement of a message: %w", ctx.Err())
+		return nil, nil, nil, fmt.Errorf("no acknowledgement of a message: %w", ctx.Err())
 	}
-	// done is closed under the lock that wrote refused and last: reading them now is safe.
-	return w.refused, w.last, nil
+	// done is closed under the lock that wrote refused, last and unbegun: reading them now is safe.
+	return w.refused, w.last, w.unbegun, nil
 }
 
 // notStored returns those of the batch's items of the indexes given that the stream does not

@@ -83,11 +83,12 @@
 //
 // SendBatch is all or nothing: the whole batch, delayed messages included, is first stored as
 // one stream message, its envelope, on duilie.<queue>.b (no consumer reads it); that is the
-// commit. Its messages are then published in a pipeline, their acknowledgements collected on
-// one subscription (puback.go), and the envelope is deleted without waiting for the answer
-// (drop.go; Close waits for the answers still to come). An
-// envelope the server refuses leaves nothing behind; an envelope whose acknowledgement was lost
-// (a timeout) may or may not have been stored, like any send. Messages whose publish failed,
+// commit. Its messages are then published in a pipeline, as one JetStream fast batch that the
+// engine acknowledges once (fastbatch.go; one by one on a stream that takes none), their
+// acknowledgements collected on one subscription (puback.go), and the envelope is deleted
+// without waiting for the answer (drop.go; Close waits for the answers still to come). An
+// envelope the server refuses leaves nothing behind; an envelope whose acknowledgement was
+// lost (a timeout) may or may not have been stored, like any send. Messages whose publish failed,
 // or all of a batch whose sender stopped after the envelope was stored, are looked for in the
 // stream by their Duilie-Id and published again only if not found (then with a deduplication
 // id): by the sender itself, or by the next open of the embedded engine (or the next serve

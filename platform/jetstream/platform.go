@@ -365,7 +365,8 @@ func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
 		return nil, platform.Permanent(fmt.Errorf("jetstream: queue %s: its stored messages cannot be loaded (%s); duilie will not create it anew over them: restore its files, or move its directory aside, then delete %s",
 			name, why, filepath.Join(p.cfg.DataDir, lostFileName)))
 	}
-	if _, err := p.js.CreateOrUpdateStream(ctx, p.streamConfig(name)); err != nil {
+	st, err := p.js.CreateOrUpdateStream(ctx, p.streamConfig(name))
+	if err != nil {
 		return nil, fmt.Errorf("jetstream: create queue %s: %w", name, err)
 	}
 	p.mu.Lock()
@@ -374,6 +375,8 @@ func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
 		return q, nil
 	}
 	q = newQueue(p, name)
+	// A server older than fast batches leaves allow_batched out of the stream it answers with.
+	q.fast.Store(st.CachedInfo().Config.AllowBatchPublish)
 	p.queues[name] = q
 	return q, nil
 }
@@ -395,6 +398,7 @@ func (p *Platform) streamConfig(name string) jetstream.StreamConfig {
 		AllowMsgTTL:        true,
 		AllowMsgSchedules:  true,
 		AllowAtomicPublish: true,
+		AllowBatchPublish:  true, // a batch's messages go as one fast batch (fastbatch.go)
 		AllowRollup:        true, // message schedules purge their schedule subject
 		AllowDirect:        true, // operators read messages with direct gets (operator.go)
 		Duplicates:         2 * time.Minute,

@@ -23,8 +23,9 @@ import (
 // connection, a batch that gave up waiting) is one whose fate is unknown, and fanOut looks for
 // it in the stream before publishing it again.
 type batchAcks struct {
-	nc     *nats.Conn
-	prefix string // the inbox and a dot, before each reply's batch and index
+	nc      *nats.Conn
+	prefix  string // the inbox and a dot, before each reply's batch and index
+	fprefix string // another inbox and a dot, before each fast batch's replies (fastbatch.go)
 
 	mu    sync.Mutex
 	seq   uint64
@@ -38,6 +39,10 @@ type ackWait struct {
 	refused  []int     // indexes the server refused, or whose fate is unknown
 	last     error     // why the last of them was refused
 	done     chan bool // closed when left reaches 0
+
+	order   []int // a fast batch's indexes in the order published: batch sequence s is order[s-1]
+	noted   error // why the engine refused a message of a fast batch, from its note
+	unbegun error // why the engine refused a fast batch at its start, storing none of it
 }
 
 // settle records message i's outcome, once; a.mu is held.
@@ -78,6 +83,13 @@ func newBatchAcks(nc *nats.Conn) (*batchAcks, error) {
 		return nil, err
 	}
 	_ = sub.SetPendingLimits(-1, -1) // a batch's replies must all be seen: never dropped
+	a.fprefix = nc.NewInbox() + "."
+	fsub, err := nc.Subscribe(a.fprefix+">", a.fastReply)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	_ = fsub.SetPendingLimits(-1, -1)
 	// A lost connection loses the answers still to come, as PublishAsync's futures do.
 	status := nc.StatusChanged(nats.RECONNECTING, nats.CLOSED)
 	go func() {

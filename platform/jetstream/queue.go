@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,6 +64,7 @@ type queue struct {
 	p     *Platform
 	name  string
 	ready string
+	fast  atomic.Bool // the stream takes fast batches (fastbatch.go)
 }
 
 var _ platform.Queue = (*queue)(nil)
