@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -250,5 +251,30 @@ func TestRefusedAtStart(t *testing.T) {
 	}
 	if refusedAtStart(errors.New("plain")) {
 		t.Error("a plain error counted as a refusal at the start")
+	}
+}
+
+// A server that reads requests strictly refuses a stream naming a field it does not know, as
+// one older than fast batches would refuse allow_batched; unknownField tells that refusal
+// apart, here from a real server's answer, so that the queue is made without fast batches.
+func TestUnknownField(t *testing.T) {
+	p := open(t, Config{})
+	req := []byte(`{"name":"STRICT","subjects":["strict"],"storage":"memory","allow_frobnicate":true}`)
+	m, err := p.nc.Request("$JS.API.STREAM.CREATE.STRICT", req, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil || resp.Error == nil {
+		t.Fatalf("the server took an unknown field: %s (%v)", m.Data, err)
+	}
+	err = fmt.Errorf("create: %w", resp.Error)
+	if !unknownField(err, "allow_frobnicate") {
+		t.Errorf("unknownField(%v, allow_frobnicate) = false", err)
+	}
+	if unknownField(err, "allow_batched") || unknownField(errors.New(`invalid JSON: "allow_frobnicate"`), "allow_frobnicate") {
+		t.Error("unknownField took another field, or an error that is not the server's")
 	}
 }

@@ -365,7 +365,13 @@ func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
 		return nil, platform.Permanent(fmt.Errorf("jetstream: queue %s: its stored messages cannot be loaded (%s); duilie will not create it anew over them: restore its files, or move its directory aside, then delete %s",
 			name, why, filepath.Join(p.cfg.DataDir, lostFileName)))
 	}
-	st, err := p.js.CreateOrUpdateStream(ctx, p.streamConfig(name))
+	cfg := p.streamConfig(name)
+	st, err := p.js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil && unknownField(err, "allow_batched") {
+		// A server older than fast batches (2.12, 2.13) that reads requests strictly.
+		cfg.AllowBatchPublish = false
+		st, err = p.js.CreateOrUpdateStream(ctx, cfg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: create queue %s: %w", name, err)
 	}
@@ -380,6 +386,16 @@ func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
 	p.queues[name] = q
 	return q, nil
 }
+
+// unknownField says whether err is a server's refusal of a request for naming a field it does
+// not know (JetStream's strict reading of requests).
+func unknownField(err error, field string) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errInvalidJSON && strings.Contains(apiErr.Description, `"`+field+`"`)
+}
+
+// errInvalidJSON is nats-server's JSInvalidJSONErr: "invalid JSON: {err}".
+const errInvalidJSON jetstream.ErrorCode = 10025
 
 // streamConfig is the stream of one queue: ready messages on duilie.<q>.m, one schedule
 // subject per delayed message under duilie.<q>.s., work-queue retention so that an ack removes
