@@ -95,7 +95,7 @@ func testFastBatch(t *testing.T, p *Platform) {
 	}
 	batch := ""
 	for k, r := range got {
-		token, seq, ok := parseFastReply(r, p.acks.fprefix)
+		token, seq, ok := parseFastReply(r, p.acks.Load().fprefix)
 		op := fastBatchAppend
 		switch k {
 		case 0:

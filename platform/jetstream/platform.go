@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -66,12 +67,12 @@ type Platform struct {
 	stopSweep func() // ends the retention sweep of a serving process, and waits for it
 	unloaded  unloaded
 
-	holding holding           // which delays are held, and how they are moved (hold.go)
-	movers  map[string]*mover // by queue, while this process consumes it
-	movedTo positions         // where the mover left each bucket (hold.go)
-	room    diskRoom          // what roomFor last saw of the disk
-	acks    *batchAcks        // SendBatch's acknowledgements (puback.go); made at the first batch
-	drops   *envelopeDrops    // deletions of finished batches' envelopes (drop.go); made at the first batch
+	holding holding                   // which delays are held, and how they are moved (hold.go)
+	movers  map[string]*mover         // by queue, while this process consumes it
+	movedTo positions                 // where the mover left each bucket (hold.go)
+	room    diskRoom                  // what roomFor last saw of the disk
+	acks    atomic.Pointer[batchAcks] // acknowledgements of sends and batches (puback.go); made at the first
+	drops   *envelopeDrops            // deletions of finished batches' envelopes (drop.go); made at the first batch
 }
 
 var (

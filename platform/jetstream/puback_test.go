@@ -1,12 +1,15 @@
 package jetstream
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // JetStream's answers to a publish, as nats-server writes them, read as stored or not.
@@ -24,7 +27,8 @@ func TestPubAckErr(t *testing.T) {
 		{data: `{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"}}`, err: "maximum messages exceeded"},
 		{data: `{"stream":"","seq":3}`, err: "names no stream"},
 		{data: `{"stream":"x","seq":`, err: "unreadable answer"},
-		{data: ``, header: nats.Header{"Status": {"503"}}, err: "status 503"},
+		{data: ``, header: nats.Header{"Status": {"503"}}, err: "no responders"},
+		{data: ``, header: nats.Header{"Status": {"408"}, "Description": {"Request Timeout"}}, err: "status 408 Request Timeout"},
 		{data: ``, err: "empty answer"},
 	} {
 		err := pubAckErr(&nats.Msg{Data: []byte(tc.data), Header: tc.header})
@@ -98,4 +102,40 @@ func TestBatchAcksWait(t *testing.T) {
 		t.Error("a wait for nothing is not done at once")
 	}
 	a.unsent(token, w, 0, errors.New("x")) // nothing to settle: no panic
+}
+
+// A single publish that no server answers for (no stream takes its subject yet, as while a
+// cluster elects a stream's leader) is made again after a quarter second, twice, as
+// js.PublishMsg does; then it fails saying so.
+func TestPublishOneNoResponders(t *testing.T) {
+	p := open(t, Config{})
+	start := time.Now()
+	err := p.publishOne(context.Background(), &nats.Msg{Subject: "nowhere", Data: []byte("1")})
+	if !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("publish to no stream: %v, want no responders", err)
+	}
+	if took := time.Since(start); took < 2*publishRetryWait || took > 5*time.Second {
+		t.Errorf("gave up after %v, want after %d retries %v apart", took, publishRetries, publishRetryWait)
+	}
+
+	time.AfterFunc(300*time.Millisecond, func() {
+		if _, err := p.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "LATER", Subjects: []string{"later"}, Storage: jetstream.MemoryStorage}); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := p.publishOne(context.Background(), &nats.Msg{Subject: "later", Data: []byte("1")}); err != nil {
+		t.Fatalf("publish to a stream made during the retries: %v", err)
+	}
+	st, err := p.js.Stream(context.Background(), "LATER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("the stream holds %d messages, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := p.publishOne(ctx, &nats.Msg{Subject: "nowhere"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish whose ctx ends while retrying: %v", err)
+	}
 }

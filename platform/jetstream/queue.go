@@ -158,7 +158,7 @@ func (q *queue) Send(ctx context.Context, body []byte, opts platform.SendOptions
 		body, time.Duration(opts.DelaySeconds)*time.Second)
 	ctx, cancel := context.WithTimeout(ctx, publishWait)
 	defer cancel()
-	if _, err := q.p.js.PublishMsg(ctx, m); err != nil {
+	if err := q.p.publishOne(ctx, m); err != nil {
 		return fmt.Errorf("jetstream: send to queue %s: %w", q.name, err)
 	}
 	return nil
