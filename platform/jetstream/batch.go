@@ -61,9 +61,9 @@ type envelopeItem struct {
 }
 
 // marshal appends json.Marshal(env) to b (nil, or a buffer SendBatch reuses), written out by
-// hand: the same bytes (TestEnvelopeMarshal)
-// without reflection, which was 2% of SendBatch's CPU. A string that JSON would escape (never
-// one duilie makes: ids are hex, content types are words) goes to json.Marshal instead.
+// hand: the same bytes (TestEnvelopeMarshal) without reflection, which was 2% of SendBatch's
+// CPU. A string that JSON would escape (never one duilie makes: ids are hex, content types are
+// words) goes to json.Marshal instead.
 //
 // The envelope stays JSON, bodies in base64, on purpose: a smaller binary one was tried, and
 // blocks whose deleted envelopes are less than half their bytes are not compacted by the
@@ -107,8 +107,11 @@ func (env batchEnvelope) marshal(b []byte) ([]byte, error) {
 	return append(b, "]}"...), nil
 }
 
-// envelopeBuffers hold envelopes being published, tens of KiB each, for the next batch.
+// envelopeBuffers hold envelopes being published, tens of KiB each, for the next batch; one of
+// a batch of large bodies (up to 17 MiB) is not kept.
 var envelopeBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEnvelope = 1 << 20
 
 // plainJSON says whether s is written in JSON as it is, between quotes.
 func plainJSON(s string) bool {
@@ -170,7 +173,9 @@ func (q *queue) SendBatch(ctx context.Context, items []platform.BatchItem) error
 	if err != nil {
 		return fmt.Errorf("jetstream: send batch to queue %s: %w", q.name, err)
 	}
-	*buf = data // no longer needed once the envelope's publish returns: PublishMsg copies it out
+	if cap(data) <= maxPooledEnvelope { // free once the envelope's publish returns: PublishMsg copies it out
+		*buf = data
+	}
 	id := nuid.Next()
 	m := &nats.Msg{Subject: envelopeSubject(q.name), Data: data,
 		Header: nats.Header{hdrMsgID: []string{"batch." + id}, hdrBatch: []string{id}}}
