@@ -210,6 +210,10 @@ func (c *consumer) receive(ctx context.Context, limit int) ([]platform.Delivery,
 	got = c.release(got, limit)
 	for len(got) < limit {
 		m, err := c.sub.NextMsg(0)
+		if errors.Is(err, nats.ErrNoResponders) {
+			c.open = "" // an earlier request found no one: ask again below
+			continue
+		}
 		if err != nil {
 			break
 		}

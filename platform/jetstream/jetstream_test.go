@@ -679,6 +679,41 @@ func TestReceiveWithoutLeader(t *testing.T) {
 	}
 }
 
+// An answer of no responders that comes after its Receive gave up ends that request too: the
+// next Receive asks again at once, instead of waiting for the request's expiry.
+func TestReceiveLateNoResponders(t *testing.T) {
+	p := open(t, Config{})
+	c := consume(t, p, "q", time.Minute)
+	ctx := context.Background()
+	short, cancel := context.WithCancel(ctx) // no deadline: the request asks for pullWait
+	time.AfterFunc(200*time.Millisecond, cancel)
+	if _, err := c.Receive(short, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("receive from an empty queue: %v", err)
+	}
+	jc := c.(*consumer)
+	jc.mu.Lock()
+	open, asked := jc.open, jc.seq
+	jc.mu.Unlock()
+	if open == "" {
+		t.Fatal("no request open after a Receive that gave up")
+	}
+	if err := p.nc.PublishMsg(&nats.Msg{Subject: open, Header: nats.Header{"Status": []string{"503"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	short, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, _ = c.Receive(short, 1)
+	jc.mu.Lock()
+	if jc.seq == asked {
+		t.Error("the Receive after a late no-responders answer did not ask again")
+	}
+	jc.mu.Unlock()
+}
+
 func TestParseAckReply(t *testing.T) {
 	for _, tc := range []struct {
 		reply string
