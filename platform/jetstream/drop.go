@@ -3,7 +3,6 @@ package jetstream
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -59,20 +58,11 @@ func (p *Platform) envelopeDrops() (*envelopeDrops, error) {
 func newEnvelopeDrops(nc *nats.Conn, log *slog.Logger) (*envelopeDrops, error) {
 	inbox := nc.NewInbox()
 	d := &envelopeDrops{nc: nc, log: log, prefix: inbox + ".", pending: map[uint64]droppedEnvelope{}}
-	sub, err := nc.Subscribe(inbox+".*", d.answer)
-	if err != nil {
+	// Every answer must be seen, or Close waits for it in vain.
+	if _, err := subscribeAnswers(nc, inbox+".*", d.answer); err != nil {
 		return nil, err
 	}
-	_ = sub.SetPendingLimits(-1, -1) // every answer must be seen, or Close waits for it in vain
-	status := nc.StatusChanged(nats.RECONNECTING, nats.CLOSED)
-	go func() {
-		for s := range status {
-			d.disconnected()
-			if s == nats.CLOSED {
-				return
-			}
-		}
-	}()
+	onConnectionLost(nc, d.disconnected)
 	return d, nil
 }
 
@@ -159,10 +149,7 @@ func (d *envelopeDrops) wait(within time.Duration) int {
 // was not there (a sweep deleted it first), or its queue is gone; else why not.
 func dropErr(m *nats.Msg) error {
 	if len(m.Data) == 0 {
-		if status := m.Header.Get("Status"); status != "" {
-			return fmt.Errorf("jetstream: deletion answered with status %s %s", status, m.Header.Get("Description"))
-		}
-		return errors.New("jetstream: empty answer to a deletion")
+		return answerStatus(m, "deletion")
 	}
 	if bytes.Contains(m.Data, []byte(`"success":true`)) {
 		return nil

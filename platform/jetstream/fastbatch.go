@@ -91,12 +91,12 @@ func (a *batchAcks) failAll(token string, w *ackWait, err error) {
 
 // fastReply takes one of the engine's answers to a fast batch.
 func (a *batchAcks) fastReply(m *nats.Msg) {
-	token, seq, ok := parseFastReply(m.Subject, a.fprefix)
-	if !ok {
+	ans := readFastAnswer(m)
+	if ans.note && ans.err == nil { // flow control, most answers: nothing to parse
 		return
 	}
-	ans := readFastAnswer(m)
-	if ans.note && ans.err == nil {
+	token, seq, ok := parseFastReply(m.Subject, a.fprefix)
+	if !ok {
 		return
 	}
 	a.mu.Lock()
@@ -166,10 +166,7 @@ type fastAnswer struct {
 // readFastAnswer reads one of the engine's answers to a fast batch.
 func readFastAnswer(m *nats.Msg) fastAnswer {
 	if len(m.Data) == 0 {
-		if status := m.Header.Get("Status"); status != "" {
-			return fastAnswer{err: fmt.Errorf("jetstream: batch answered with status %s %s", status, m.Header.Get("Description"))}
-		}
-		return fastAnswer{err: errors.New("jetstream: empty answer to a batch")}
+		return fastAnswer{err: answerStatus(m, "batch")}
 	}
 	if bytes.HasPrefix(m.Data, []byte(`{"type":"err"`)) {
 		var note struct {

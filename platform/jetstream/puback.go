@@ -132,29 +132,56 @@ const (
 func newBatchAcks(nc *nats.Conn) (*batchAcks, error) {
 	inbox := nc.NewInbox()
 	a := &batchAcks{nc: nc, prefix: inbox + ".", waits: map[string]*ackWait{}}
-	sub, err := nc.Subscribe(inbox+".*.*", a.reply)
+	sub, err := subscribeAnswers(nc, inbox+".*.*", a.reply)
 	if err != nil {
 		return nil, err
 	}
-	_ = sub.SetPendingLimits(-1, -1) // a batch's replies must all be seen: never dropped
 	a.fprefix = nc.NewInbox() + "."
-	fsub, err := nc.Subscribe(a.fprefix+">", a.fastReply)
-	if err != nil {
+	if _, err := subscribeAnswers(nc, a.fprefix+">", a.fastReply); err != nil {
 		_ = sub.Unsubscribe()
 		return nil, err
 	}
-	_ = fsub.SetPendingLimits(-1, -1)
 	// A lost connection loses the answers still to come, as PublishAsync's futures do.
+	onConnectionLost(nc, a.disconnected)
+	return a, nil
+}
+
+// subscribeAnswers subscribes handle to the engine's answers on subject, none of which may be
+// dropped: each ends somebody's wait.
+func subscribeAnswers(nc *nats.Conn, subject string, handle nats.MsgHandler) (*nats.Subscription, error) {
+	sub, err := nc.Subscribe(subject, handle)
+	if err != nil {
+		return nil, err
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	return sub, nil
+}
+
+// onConnectionLost calls lost whenever nc loses its connection (reconnecting, or closed for
+// good), until it is closed.
+func onConnectionLost(nc *nats.Conn, lost func()) {
 	status := nc.StatusChanged(nats.RECONNECTING, nats.CLOSED)
 	go func() {
 		for s := range status {
-			a.disconnected()
+			lost()
 			if s == nats.CLOSED {
 				return
 			}
 		}
 	}()
-	return a, nil
+}
+
+// answerStatus is the error of an answer without data: a status (503: no server answered for
+// the stream), or none at all. what names what was answered: "publish", "deletion", "batch".
+func answerStatus(m *nats.Msg, what string) error {
+	switch status := m.Header.Get("Status"); status {
+	case "":
+		return fmt.Errorf("jetstream: empty answer to a %s", what)
+	case "503":
+		return fmt.Errorf("jetstream: %s answered with status 503, no server answered for the stream: %w", what, nats.ErrNoResponders)
+	default:
+		return fmt.Errorf("jetstream: %s answered with status %s %s", what, status, m.Header.Get("Description"))
+	}
 }
 
 // disconnected ends every batch's wait: the messages not yet acknowledged are of unknown fate.
@@ -237,14 +264,7 @@ func (a *batchAcks) subject(token string, i int) string {
 // recognized without decoding it; anything else is decoded in full.
 func pubAckErr(m *nats.Msg) error {
 	if len(m.Data) == 0 {
-		switch status := m.Header.Get("Status"); status {
-		case "":
-		case "503":
-			return fmt.Errorf("jetstream: no server answered for the stream: %w", nats.ErrNoResponders)
-		default:
-			return fmt.Errorf("jetstream: publish answered with status %s %s", status, m.Header.Get("Description"))
-		}
-		return errors.New("jetstream: empty answer to a publish")
+		return answerStatus(m, "publish")
 	}
 	if storedAck(m.Data) {
 		return nil
