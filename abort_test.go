@@ -7,8 +7,8 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/duilietest"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/server"
 )
 
 // A binding that is not permitted, or not configured, aborts the event (SPEC §8.2): the event
@@ -69,7 +69,7 @@ func TestAbortFailsQueueEvent(t *testing.T) {
 		return nil
 	}, duilietest.Config{}, duilietest.Message{Body: `"acked"`}, duilietest.Message{Body: `"left"`})
 	wantAbort(t, res.Err, "未授权的QUEUE绑定：NOWHERE")
-	if res.Outcome != host.Aborted {
+	if res.Outcome != server.Aborted {
 		t.Errorf("outcome %s", res.Outcome)
 	}
 	if a := res.Messages[0].Action.Kind; a != platform.Done {
@@ -96,7 +96,7 @@ func TestTimeLimit(t *testing.T) {
 	}
 	wantAbort(t, res.Err, "执行超过时限")
 	wantAbort(t, <-late, "执行超过时限")
-	if res.Outcome != host.Aborted || res.Messages[0].Action.Kind != platform.Redeliver || res.Messages[0].Call.Kind != platform.NoCall {
+	if res.Outcome != server.Aborted || res.Messages[0].Action.Kind != platform.Redeliver || res.Messages[0].Call.Kind != platform.NoCall {
 		t.Errorf("outcome %s, message %+v: want aborted, redelivered, the late ack not counted", res.Outcome, res.Messages[0])
 	}
 

@@ -24,36 +24,44 @@ const (
 // message. Send runs the same checks.
 func CheckBody(text []byte, delaySeconds int) ([]byte, error) {
 	if delaySeconds < 0 || delaySeconds > MaxDelaySeconds {
-		return nil, exception(msgDelayRange)
+		return nil, ErrDelayRange
 	}
 	if len(text) > MaxBodyBytes {
-		return nil, exception(msgBodyTooBig)
+		return nil, ErrBodyTooLarge
 	}
-	norm, err := normalize(text, MaxBodyDepth, "消息体")
+	norm, err := normalize(text, MaxBodyDepth, bodyExceptions)
 	if err != nil {
 		return nil, err
 	}
 	if len(norm) > MaxBodyBytes {
-		return nil, exception(msgBodyTooBig)
+		return nil, ErrBodyTooLarge
 	}
 	return norm, nil
 }
 
+// textExceptions are the exceptions of normalizing a body's text, or a batch's.
+type textExceptions struct{ notJSON, tooDeep, hostOnly error }
+
+var (
+	bodyExceptions  = textExceptions{ErrBodyNotJSON, ErrBodyTooDeep, ErrBodyHostOnly}
+	batchExceptions = textExceptions{ErrBatchNotJSON, ErrBatchTooDeep, ErrBatchHostOnly}
+)
+
 // normalize is §3 step 4 and §4 step 3: normalization, then nesting and markers judged on the
 // parsed value in the reference host's order. The host bridge carries 32 levels at all, so
 // deeper values fail on nesting before markers are looked at; maxDepth is the interface's own
-// limit, checked last. Messages start with prefix.
-func normalize(text []byte, maxDepth int, prefix string) ([]byte, error) {
+// limit, checked last. The exceptions are those of a body or of a batch.
+func normalize(text []byte, maxDepth int, ex textExceptions) ([]byte, error) {
 	norm, st, err := jsonvalue.Append(make([]byte, 0, len(text)+len(text)/8+16), text)
 	switch {
 	case err != nil:
-		return nil, exception(prefix + "不是有效的 JSON 文字")
+		return nil, ex.notJSON
 	case st.Depth > MaxHostDepth:
-		return nil, exception(prefix + "嵌套超过 24 层")
+		return nil, ex.tooDeep
 	case st.Marker:
-		return nil, exception(prefix + "含有不属于 JSON 的值或宿主专用记号")
+		return nil, ex.hostOnly
 	case st.Depth > maxDepth:
-		return nil, exception(prefix + "嵌套超过 24 层")
+		return nil, ex.tooDeep
 	}
 	return norm, nil
 }
@@ -64,26 +72,26 @@ func normalize(text []byte, maxDepth int, prefix string) ([]byte, error) {
 // SendBatch runs the same checks.
 func CheckBatch(text []byte) ([]platform.BatchItem, error) {
 	if len(text) > MaxBatchBytes {
-		return nil, exception(msgBatchTooBig)
+		return nil, ErrBatchTooLarge
 	}
 	// The array and the item object add two levels to the 24 a body may have.
-	norm, err := normalize(text, MaxBodyDepth+2, "批量消息")
+	norm, err := normalize(text, MaxBodyDepth+2, batchExceptions)
 	if err != nil {
 		return nil, err
 	}
 	if norm[0] != '[' {
-		return nil, exception(msgBatchNotArray)
+		return nil, ErrBatchNotArray
 	}
 	// An item takes at least 11 bytes (`{"body":0},`): room for them all at once.
 	items := make([]platform.BatchItem, 0, min(MaxBatchItems, len(norm)/11+1))
 	for elem := range jsonvalue.Elements(norm) {
 		if len(items) == MaxBatchItems {
-			return nil, exception(msgBatchTooMany)
+			return nil, ErrBatchTooMany
 		}
 		items = append(items, platform.BatchItem{Body: elem, ContentType: platform.JSON})
 	}
 	if len(items) == 0 {
-		return nil, exception(msgBatchEmpty)
+		return nil, ErrBatchEmpty
 	}
 	total := 0
 	for i := range items {
@@ -93,7 +101,7 @@ func CheckBatch(text []byte) ([]platform.BatchItem, error) {
 		total += len(items[i].Body)
 	}
 	if total > MaxBatchBodyBytes {
-		return nil, exception(msgBatchSumTooBig)
+		return nil, ErrBatchBodiesTooLarge
 	}
 	return items, nil
 }
@@ -103,7 +111,7 @@ func CheckBatch(text []byte) ([]platform.BatchItem, error) {
 func checkItem(item *platform.BatchItem) error {
 	obj := item.Body
 	if obj[0] != '{' {
-		return exception(msgItemNotObject)
+		return ErrItemNotObject
 	}
 	var body, delay []byte
 	extra := false
@@ -119,19 +127,19 @@ func checkItem(item *platform.BatchItem) error {
 	}
 	switch {
 	case body == nil:
-		return exception(msgItemNoBody)
+		return ErrItemNoBody
 	case extra:
-		return exception(msgItemExtraKey)
+		return ErrItemExtraKey
 	}
 	if delay != nil {
 		d, ok := delaySeconds(delay)
 		if !ok {
-			return exception(msgItemDelay)
+			return ErrItemDelay
 		}
 		item.DelaySeconds = d
 	}
 	if len(body) > MaxBodyBytes {
-		return exception(msgItemBodyTooBig)
+		return ErrItemBodyTooLarge
 	}
 	item.Body = body
 	return nil

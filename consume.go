@@ -19,7 +19,7 @@ func batch(ev *Event) (*event.Batch, error) {
 	}
 	b := event.BatchOf(ev)
 	if ev.Kind() != QueueEvent || b == nil {
-		return nil, exception(msgNotQueueEvent)
+		return nil, ErrNotQueueEvent
 	}
 	return b, nil
 }
@@ -79,17 +79,17 @@ func appendBody(ev *Event, out []byte, m *platform.Message, i int) ([]byte, erro
 		// before host markers.
 		switch {
 		case err != nil:
-			return out[:n], exception(msgBodyNotJSON + strconv.Itoa(i))
+			return out[:n], ErrMessageNotJSON.with(strconv.Itoa(i))
 		case st.Depth > MaxHostDepth:
-			return out[:n], event.AbortWith(ev, abortDeepResult)
+			return out[:n], event.AbortWith(ev, ErrResultTooDeep)
 		case st.Marker:
-			return out[:n], exception(msgBodyNotJSON + strconv.Itoa(i))
+			return out[:n], ErrMessageNotJSON.with(strconv.Itoa(i))
 		}
 		return out, nil
 	case platform.Text:
 		return jsonvalue.AppendString(out, string(m.Body)), nil
 	default:
-		return out, exception(msgBodyNotJSON + strconv.Itoa(i))
+		return out, ErrMessageNotJSON.with(strconv.Itoa(i))
 	}
 }
 
@@ -102,7 +102,7 @@ func Ack(ev *Event, index int) error {
 		return err
 	}
 	if index < 0 || index >= b.Len() {
-		return exception(msgIndexRange)
+		return ErrIndexRange
 	}
 	b.Record(index, platform.Call{Kind: platform.AckCall})
 	return nil
@@ -118,10 +118,10 @@ func Retry(ev *Event, index, delaySeconds int) error {
 		return err
 	}
 	if index < 0 || index >= b.Len() {
-		return exception(msgIndexRange)
+		return ErrIndexRange
 	}
 	if delaySeconds < 0 || delaySeconds > MaxDelaySeconds {
-		return exception(msgDelayRange)
+		return ErrDelayRange
 	}
 	b.Record(index, platform.Call{Kind: platform.RetryCall, DelaySeconds: delaySeconds})
 	return nil

@@ -12,13 +12,14 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/duilietest"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/server"
 )
 
 // runBatch runs fn as a queue event on a hand-made batch and returns the event's failure.
-func runBatch(t *testing.T, queue string, msgs []platform.Message, fn host.Handler) error {
+func runBatch(t *testing.T, queue string, msgs []platform.Message, fn duilie.Handler) error {
 	t.Helper()
 	h, err := host.New(host.Config{Platform: memory.New(memory.Options{})})
 	if err != nil {
@@ -28,7 +29,7 @@ func runBatch(t *testing.T, queue string, msgs []platform.Message, fn host.Handl
 	for i, m := range msgs {
 		ds[i] = platform.Delivery{Message: m}
 	}
-	cc := host.DefaultConsumerConfig("q")
+	cc := server.DefaultConsumerConfig("q")
 	cc.Queue = queue // ReadBatch reports any name a platform gives
 	_, err = h.RunBatch(context.Background(), cc, ds, fn)
 	return err
@@ -39,7 +40,7 @@ func readBatch(t *testing.T, queue string, msgs []platform.Message) (string, err
 	t.Helper()
 	var text string
 	var readErr error
-	failure := runBatch(t, queue, msgs, func(ev *host.Event) error {
+	failure := runBatch(t, queue, msgs, func(ev *duilie.Event) error {
 		text, readErr = duilie.ReadBatch(ev)
 		return nil
 	})
@@ -183,7 +184,7 @@ func TestReadBatchNesting(t *testing.T) {
 	}
 	// After the abort, every call returns it and the event fails.
 	var later []error
-	failure := runBatch(t, "q", []platform.Message{jsonMsg("b", deep(40))}, func(ev *host.Event) error {
+	failure := runBatch(t, "q", []platform.Message{jsonMsg("b", deep(40))}, func(ev *duilie.Event) error {
 		_, first := duilie.ReadBatch(ev)
 		later = append(later, first, duilie.Ack(ev, 0), duilie.Send(ev, "X", "1", 0))
 		return nil
@@ -209,7 +210,7 @@ func TestReadBatchOf(t *testing.T) {
 	}
 	var got *duilie.Batch[task]
 	var err error
-	runBatch(t, "q", msgs, func(ev *host.Event) error { got, err = duilie.ReadBatchOf[task](ev); return nil })
+	runBatch(t, "q", msgs, func(ev *duilie.Event) error { got, err = duilie.ReadBatchOf[task](ev); return nil })
 	if err != nil || got.Queue != "q" || len(got.Messages) != 2 {
 		t.Fatalf("got %+v, %v", got, err)
 	}
@@ -221,17 +222,17 @@ func TestReadBatchOf(t *testing.T) {
 		t.Errorf("message 1: %+v", got.Messages[1])
 	}
 	// The same checks as ReadBatch.
-	runBatch(t, "q", []platform.Message{jsonMsg("x", "{")}, func(ev *host.Event) error { _, err = duilie.ReadBatchOf[task](ev); return nil })
+	runBatch(t, "q", []platform.Message{jsonMsg("x", "{")}, func(ev *duilie.Event) error { _, err = duilie.ReadBatchOf[task](ev); return nil })
 	var ex *duilie.Exception
 	if !errors.As(err, &ex) || ex.Message != "队列消息正文不是 JSON 值：序号 0" {
 		t.Errorf("bad body: %v", err)
 	}
 	// A body that does not fit T is an ordinary error naming its index.
-	runBatch(t, "q", []platform.Message{jsonMsg("x", `{"kind":1}`)}, func(ev *host.Event) error { _, err = duilie.ReadBatchOf[task](ev); return nil })
+	runBatch(t, "q", []platform.Message{jsonMsg("x", `{"kind":1}`)}, func(ev *duilie.Event) error { _, err = duilie.ReadBatchOf[task](ev); return nil })
 	if err == nil || errors.As(err, &ex) || !strings.Contains(err.Error(), "message 0") {
 		t.Errorf("mistyped body: %v", err)
 	}
-	runBatch(t, "q", nil, func(ev *host.Event) error { _, err = duilie.ReadBatchOf[task](ev); return nil })
+	runBatch(t, "q", nil, func(ev *duilie.Event) error { _, err = duilie.ReadBatchOf[task](ev); return nil })
 	if err != nil {
 		t.Errorf("empty batch: %v", err)
 	}
@@ -262,7 +263,7 @@ func TestAckRetryBounds(t *testing.T) {
 		}
 		wantException(t, errs[i], want)
 	}
-	if res.Outcome != host.OK || fmt.Sprint(res.Acks) != "[1]" || fmt.Sprint(res.Retries) != "[{2 43200}]" {
+	if res.Outcome != server.OK || fmt.Sprint(res.Acks) != "[1]" || fmt.Sprint(res.Retries) != "[{2 43200}]" {
 		t.Fatalf("outcome %s, acks %v, retries %v", res.Outcome, res.Acks, res.Retries)
 	}
 	if c := res.Messages[0].Call; c.Kind != platform.NoCall {
@@ -283,7 +284,7 @@ func TestConsumerFunctionsInFetch(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}, duilietest.Config{}, httptest.NewRequest("GET", "/", nil))
-	if kind != duilie.FetchEvent || resp.StatusCode != http.StatusNoContent || res.Outcome != host.OK {
+	if kind != duilie.FetchEvent || resp.StatusCode != http.StatusNoContent || res.Outcome != server.OK {
 		t.Fatalf("kind %q, status %d, outcome %s (%v)", kind, resp.StatusCode, res.Outcome, res.Err)
 	}
 	for _, err := range errs {

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/server"
 )
 
 // The deployment the interface's tests run in.
@@ -35,7 +36,7 @@ func newDeployment(t *testing.T, timeLimit time.Duration) *deployment {
 	t.Cleanup(func() { p.Close() })
 	h, err := host.New(host.Config{
 		Platform:    p,
-		Permissions: host.Permissions{Queue: []string{binding, unbound}},
+		Permissions: server.Permissions{Queue: []string{binding, unbound}},
 		Bindings:    map[string]string{binding: "tasks", forbidden: "secret"},
 		TimeLimit:   timeLimit,
 		Logger:      quiet,

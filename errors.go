@@ -15,44 +15,80 @@ const (
 	FetchEvent = event.FetchEvent
 )
 
-// Handler is a program: the host calls it once per event. Returning an error or panicking fails
-// the event (a queue event's messages are then delivered again); so does an abort, whatever the
-// handler returns.
-type Handler = event.Handler
-
 // Exception is a catchable failure (豫言异常). Its Error is the spec's message, verbatim; a
-// program may handle it and carry on:
+// program may handle it and carry on. Each of the interface's exceptions is one of the Err…
+// values below, told apart with errors.Is, which holds whatever follows the message's fixed part
+// (the platform's message after 队列发送失败：, the index after 队列消息正文不是 JSON 值：序号 ):
 //
+//	if errors.Is(err, duilie.ErrBodyTooLarge) { … }
 //	var ex *duilie.Exception
-//	if errors.As(err, &ex) { … }
-type Exception = event.Exception
+//	if errors.As(err, &ex) { log.Print(ex.Code, ex.Message) }
+type Exception struct {
+	Message string // the spec's message, verbatim
+	Code    string // a stable name of the exception, such as "body_too_large"
+}
+
+func (e *Exception) Error() string { return e.Message }
+
+// Is reports whether target is an exception of the same code.
+func (e *Exception) Is(target error) bool {
+	t, ok := target.(*Exception)
+	return ok && t.Code != "" && t.Code == e.Code
+}
+
+// with returns an exception of e's code whose message is e's followed by detail.
+func (e *Exception) with(detail string) *Exception {
+	return &Exception{Message: e.Message + detail, Code: e.Code}
+}
+
+// The interface's exceptions (SPEC §9), in the order the spec lists them.
+var (
+	ErrEmptyBinding = &Exception{"队列绑定名不得为空", "empty_binding"}
+	ErrDelayRange   = &Exception{"延迟秒数须在 0 至 43200 之间", "delay_out_of_range"}
+	ErrBodyTooLarge = &Exception{"消息体超过 128000 字节", "body_too_large"}
+	ErrBodyNotJSON  = &Exception{"消息体不是有效的 JSON 文字", "body_not_json"}
+	ErrBodyTooDeep  = &Exception{"消息体嵌套超过 24 层", "body_too_deep"}
+	ErrBodyHostOnly = &Exception{"消息体含有不属于 JSON 的值或宿主专用记号", "body_not_json_value"}
+	// ErrSendFailed is every 队列发送失败：<the platform's message>.
+	ErrSendFailed          = &Exception{"队列发送失败：", "send_failed"}
+	ErrBatchTooLarge       = &Exception{"批量消息文字超过 1 MiB", "batch_too_large"}
+	ErrBatchNotJSON        = &Exception{"批量消息不是有效的 JSON 文字", "batch_not_json"}
+	ErrBatchTooDeep        = &Exception{"批量消息嵌套超过 24 层", "batch_too_deep"}
+	ErrBatchHostOnly       = &Exception{"批量消息含有不属于 JSON 的值或宿主专用记号", "batch_not_json_value"}
+	ErrBatchNotArray       = &Exception{"批量消息须为 JSON 数组", "batch_not_array"}
+	ErrBatchEmpty          = &Exception{"批量消息不得为空", "batch_empty"}
+	ErrBatchTooMany        = &Exception{"批量消息不得超过 100 条", "batch_too_many"}
+	ErrItemNotObject       = &Exception{"批量消息的每一项须为 JSON 对象", "item_not_object"}
+	ErrItemNoBody          = &Exception{"批量消息项缺少 body", "item_no_body"}
+	ErrItemExtraKey        = &Exception{"批量消息项只允许 body 与 delaySeconds 两个字段", "item_extra_key"}
+	ErrItemDelay           = &Exception{"批量消息项的 delaySeconds 须为 0 至 43200 的整数", "item_delay"}
+	ErrItemBodyTooLarge    = &Exception{"批量消息体超过 128000 字节", "item_body_too_large"}
+	ErrBatchBodiesTooLarge = &Exception{"批量消息体合计超过 256000 字节", "batch_bodies_too_large"}
+	// ErrBatchSendFailed is every 队列批量发送失败：<the platform's message>.
+	ErrBatchSendFailed = &Exception{"队列批量发送失败：", "batch_send_failed"}
+	ErrNotQueueEvent   = &Exception{"当前事件不是队列事件", "not_queue_event"}
+	ErrIndexRange      = &Exception{"队列消息序号越界", "index_out_of_range"}
+	// ErrMessageNotJSON is every 队列消息正文不是 JSON 值：序号 <i>.
+	ErrMessageNotJSON = &Exception{"队列消息正文不是 JSON 值：序号 ", "message_not_json"}
+)
 
 // Abort is a host abort. Its Error is the spec's message, verbatim. The event fails whatever
 // the program does next, and every later call in the event returns the same abort; a program
-// should return it.
+// should return it. Each of the host's aborts is one of the Err… values below, told apart with
+// errors.Is, which holds whatever names follow the reason's fixed part.
 type Abort = event.Abort
 
-// The interface's catchable messages (SPEC §9).
-const (
-	msgEmptyBinding   = "队列绑定名不得为空"
-	msgDelayRange     = "延迟秒数须在 0 至 43200 之间"
-	msgBodyTooBig     = "消息体超过 128000 字节"
-	msgSendFailed     = "队列发送失败："
-	msgBatchSendFail  = "队列批量发送失败："
-	msgNotQueueEvent  = "当前事件不是队列事件"
-	msgIndexRange     = "队列消息序号越界"
-	msgBodyNotJSON    = "队列消息正文不是 JSON 值：序号 "
-	abortDeepResult   = "宿主结果嵌套过深"
-	msgBatchTooBig    = "批量消息文字超过 1 MiB"
-	msgBatchNotArray  = "批量消息须为 JSON 数组"
-	msgBatchEmpty     = "批量消息不得为空"
-	msgBatchTooMany   = "批量消息不得超过 100 条"
-	msgItemNotObject  = "批量消息的每一项须为 JSON 对象"
-	msgItemNoBody     = "批量消息项缺少 body"
-	msgItemExtraKey   = "批量消息项只允许 body 与 delaySeconds 两个字段"
-	msgItemDelay      = "批量消息项的 delaySeconds 须为 0 至 43200 的整数"
-	msgItemBodyTooBig = "批量消息体超过 128000 字节"
-	msgBatchSumTooBig = "批量消息体合计超过 256000 字节"
+// The host's aborts (SPEC §9).
+var (
+	// ErrNotPermitted is every 未授权的QUEUE绑定：<binding>: the permissions do not list it.
+	ErrNotPermitted = event.NotPermitted
+	// ErrNoBinding is every 绑定不存在：<binding>: permitted, but the deployment does not
+	// configure it.
+	ErrNoBinding = event.NoBinding
+	// ErrTimeLimit is 执行超过时限: the event ran past its time limit, or the host halted it.
+	ErrTimeLimit = event.TimeLimit
+	// ErrResultTooDeep is 宿主结果嵌套过深: a message body nested deeper than the host carries.
+	ErrResultTooDeep = event.DeepResult
+	// ErrBadBridgeCall is every 桥接调用无效：<what is wrong>: a malformed bridge call.
+	ErrBadBridgeCall = event.BadCall
 )
-
-func exception(msg string) error { return &Exception{Message: msg} }

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/server"
 )
 
 // A producer sends from any event: here a fetch event (an HTTP request, say). Bindings the host
@@ -19,7 +20,7 @@ func ExampleSend() {
 	p := memory.New(memory.Options{Record: true})
 	h, _ := host.New(host.Config{
 		Platform:    p,
-		Permissions: host.Permissions{Queue: []string{"PAGE_QUEUE"}},
+		Permissions: server.Permissions{Queue: []string{"PAGE_QUEUE"}},
 		Bindings:    map[string]string{"PAGE_QUEUE": "page-render"},
 	})
 	_ = h.Run(context.Background(), func(ev *duilie.Event) error {
@@ -52,7 +53,7 @@ func ExampleReadBatchOf() {
 	p := memory.New(memory.Options{})
 	h, _ := host.New(host.Config{
 		Platform:    p,
-		Permissions: host.Permissions{Queue: []string{"PAGE_QUEUE"}},
+		Permissions: server.Permissions{Queue: []string{"PAGE_QUEUE"}},
 		Bindings:    map[string]string{"PAGE_QUEUE": "page-render"},
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -62,7 +63,7 @@ func ExampleReadBatchOf() {
 
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
 	defer stop()
-	cc := host.DefaultConsumerConfig("page-render")
+	cc := server.DefaultConsumerConfig("page-render")
 	cc.MaxBatchSize = 2
 	_ = h.Consume(ctx, cc, func(ev *duilie.Event) error {
 		defer stop() // one batch is enough for the example

@@ -29,7 +29,7 @@ func send(ev *Event, binding string, body []byte, delaySeconds int) error {
 		return err
 	}
 	if binding == "" {
-		return exception(msgEmptyBinding)
+		return ErrEmptyBinding
 	}
 	norm, err := CheckBody(body, delaySeconds)
 	if err != nil {
@@ -44,7 +44,7 @@ func send(ev *Event, binding string, body []byte, delaySeconds int) error {
 		opts := platform.SendOptions{ContentType: platform.JSON, DelaySeconds: delaySeconds}
 		err = q.Send(ev.Context(), norm, opts)
 	}
-	err = platformFailure(ev, err, msgSendFailed)
+	err = platformFailure(ev, err, ErrSendFailed)
 	sent(ev, s, name, err)
 	return err
 }
@@ -58,14 +58,14 @@ func sent(ev *Event, s event.Send, queue string, err error) {
 // platformFailure turns what the platform said into the exception the program sees: prefix and
 // the platform's own message, verbatim. An abort stays an abort, including one that came while
 // the platform worked (the event ran out of time).
-func platformFailure(ev *Event, err error, prefix string) error {
+func platformFailure(ev *Event, err error, prefix *Exception) error {
 	if err == nil {
 		return nil
 	}
 	if abort := ev.Err(); abort != nil { // an ended event's context is its time limit
 		return abort
 	}
-	return exception(prefix + err.Error())
+	return prefix.with(err.Error())
 }
 
 // SendBatch is 批量发送队列消息: it sends a batch given as the JSON text of an array of 1–100
@@ -77,7 +77,7 @@ func SendBatch(ev *Event, binding, items string) error {
 		return err
 	}
 	if binding == "" {
-		return exception(msgEmptyBinding)
+		return ErrEmptyBinding
 	}
 	checked, err := CheckBatch([]byte(items))
 	if err != nil {
@@ -94,7 +94,7 @@ func SendBatch(ev *Event, binding, items string) error {
 	if err == nil {
 		err = q.SendBatch(ev.Context(), checked)
 	}
-	err = platformFailure(ev, err, msgBatchSendFail)
+	err = platformFailure(ev, err, ErrBatchSendFailed)
 	sent(ev, s, name, err)
 	return err
 }

@@ -8,9 +8,10 @@ import (
 	"testing"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/server"
 )
 
 // The checks of SPEC §3 run in order, the first failure wins, and nothing reaches the platform;
@@ -210,9 +211,9 @@ func (unreachable) Queue(ctx context.Context, name string) (platform.Queue, erro
 // a deployment error.
 func TestQueueUnavailable(t *testing.T) {
 	h, _ := host.New(host.Config{Platform: unreachable{memory.New(memory.Options{})},
-		Permissions: host.Permissions{Queue: []string{"B"}}, Bindings: map[string]string{"B": "q"}})
+		Permissions: server.Permissions{Queue: []string{"B"}}, Bindings: map[string]string{"B": "q"}})
 	var errs []error
-	failure := h.Run(context.Background(), func(ev *host.Event) error {
+	failure := h.Run(context.Background(), func(ev *duilie.Event) error {
 		errs = append(errs, duilie.Send(ev, "B", "1", 0), duilie.SendBatch(ev, "B", `[{"body":1}]`))
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/cli"
 )
 
@@ -15,17 +16,17 @@ import (
 // `duilie` would (SPEC §13: 0 success, 1 exception, 2 abort, 64 usage, 78 configuration,
 // 69–74 other failures). SIGINT and SIGTERM shut serve down gracefully; a second one ends the
 // process at once.
-func Main(p Program) {
+func Main(p duilie.Program) {
 	os.Exit(cli.MainWith(options(p), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // Run runs the command line args (without the program's name) with p in-process and returns
 // the exit status. serve runs until ctx ends, then shuts down gracefully.
-func Run(ctx context.Context, p Program, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func Run(ctx context.Context, p duilie.Program, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return cli.Run(ctx, options(p), args, stdin, stdout, stderr)
 }
 
-func options(p Program) cli.Options {
+func options(p duilie.Program) cli.Options {
 	return cli.Options{
 		Name:    filepath.Base(os.Args[0]),
 		Program: &p,

@@ -19,7 +19,6 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/app"
-	"github.com/duilie/duilie/host"
 )
 
 // syncBuffer is a log that the serve writes while the test reads it.
@@ -82,8 +81,8 @@ shutdown_grace_ms = 2000
 
 	deliveries := make(chan delivery, 10)
 	lateWrite := make(chan error, 1)
-	program := app.Program{
-		Queue: func(ev *host.Event) error {
+	program := duilie.Program{
+		Queue: func(ev *duilie.Event) error {
 			b, err := duilie.ReadBatchOf[struct {
 				N     int  `json:"n"`
 				Panic bool `json:"panic"`
@@ -99,7 +98,7 @@ shutdown_grace_ms = 2000
 			}
 			return nil
 		},
-		Fetch: func(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+		Fetch: func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 			switch r.URL.Path {
 			case "/kind":
 				fmt.Fprint(w, ev.Kind())
@@ -225,7 +224,7 @@ func TestMissingHandler(t *testing.T) {
 	config := filepath.Join(dir, "duilie.toml")
 	os.WriteFile(config, []byte("[[queues.consumers]]\nqueue = \"jobs\"\n[app]\nlisten = \"127.0.0.1:0\"\n"), 0o644)
 	var stderr bytes.Buffer
-	code := app.Run(context.Background(), app.Program{}, []string{"serve", "--config", config}, nil, io.Discard, &stderr)
+	code := app.Run(context.Background(), duilie.Program{}, []string{"serve", "--config", config}, nil, io.Discard, &stderr)
 	want := config + ": queues.consumers: this program has no queue handler (Program.Queue) to run their batches\n" +
 		config + ": app.listen: this program has no fetch handler (Program.Fetch) to run HTTP requests\n"
 	if code != 78 || stderr.String() != want {

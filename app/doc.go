@@ -11,8 +11,8 @@
 // # A program
 //
 //	func main() {
-//		app.Main(app.Program{
-//			Queue: func(ev *host.Event) error {
+//		app.Main(duilie.Program{
+//			Queue: func(ev *duilie.Event) error {
 //				b, err := duilie.ReadBatchOf[Task](ev)
 //				if err != nil {
 //					return err
@@ -43,10 +43,3 @@
 // running at its time limit cannot be stopped: its event fails at once, and every later call
 // of the interface's functions in it returns the abort.
 package app
-
-import "github.com/duilie/duilie/host"
-
-// Program is a Go program run in-process, once per event: Queue handles queue events, one
-// call per batch (required when the configuration has [[queues.consumers]]); Fetch handles
-// fetch events, one call per HTTP request to app.listen (required when it sets listen).
-type Program = host.Program

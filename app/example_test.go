@@ -12,7 +12,6 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/app"
-	"github.com/duilie/duilie/host"
 )
 
 // A Go program with a queue handler, run by the host in-process. The message is sent with the
@@ -38,8 +37,8 @@ max_batch_timeout = 0
 		URL string `json:"url"`
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	program := app.Program{
-		Queue: func(ev *host.Event) error {
+	program := duilie.Program{
+		Queue: func(ev *duilie.Event) error {
 			defer stop()
 			b, err := duilie.ReadBatchOf[task](ev)
 			if err != nil {

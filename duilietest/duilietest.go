@@ -23,9 +23,10 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/server"
 )
 
 // DefaultTimestamp is the enqueue time of a Message that gives none: 2023-11-14T22:13:20Z.
@@ -58,8 +59,8 @@ type Config struct {
 	Permissions []string
 	// Consumer is the consumer of the batch's queue: its name, max_retries, retry_delay and
 	// dead_letter_queue decide each message's Action. The zero value means
-	// host.DefaultConsumerConfig("queue").
-	Consumer host.ConsumerConfig
+	// server.DefaultConsumerConfig("queue").
+	Consumer server.ConsumerConfig
 	// TimeLimit is the event's time limit; 0 means 30 s.
 	TimeLimit time.Duration
 	// RejectSends makes sends to these queues fail with the given message, as a platform that
@@ -69,9 +70,9 @@ type Config struct {
 
 // Result is what a handler did in its event.
 type Result struct {
-	// Outcome is how the event ended: host.OK, host.Failed or host.Aborted.
-	Outcome host.Outcome
-	// Err is why the event failed (a *duilie.Abort when aborted, a *host.PanicError when the
+	// Outcome is how the event ended: server.OK, server.Failed or server.Aborted.
+	Outcome server.Outcome
+	// Err is why the event failed (a *duilie.Abort when aborted, a *server.PanicError when the
 	// handler panicked); nil when it ended normally.
 	Err error
 	// Acks are the indexes of the messages the program acked, in index order.
@@ -111,10 +112,10 @@ type Send struct {
 type env struct {
 	p      *memory.Platform
 	h      *host.Host
-	cc     host.ConsumerConfig
+	cc     server.ConsumerConfig
 	reject map[string]string
 	mu     sync.Mutex
-	report *host.EventReport
+	report *server.EventReport
 }
 
 func newEnv(cfg Config) (*env, error) {
@@ -130,17 +131,17 @@ func newEnv(cfg Config) (*env, error) {
 		slices.Sort(perms)
 	}
 	e := &env{p: p, cc: cfg.Consumer, reject: cfg.RejectSends}
-	if e.cc == (host.ConsumerConfig{}) {
-		e.cc = host.DefaultConsumerConfig("queue")
+	if e.cc == (server.ConsumerConfig{}) {
+		e.cc = server.DefaultConsumerConfig("queue")
 	}
 	h, err := host.New(host.Config{
 		Platform:    p,
-		Permissions: host.Permissions{Queue: perms},
+		Permissions: server.Permissions{Queue: perms},
 		Bindings:    cfg.Bindings,
 		TimeLimit:   cfg.TimeLimit,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Observer: func(r host.Report) {
-			if er, ok := r.(*host.EventReport); ok {
+		Observer: func(r server.Report) {
+			if er, ok := r.(*server.EventReport); ok {
 				e.mu.Lock()
 				e.report = er
 				e.mu.Unlock()
@@ -201,7 +202,7 @@ func RunQueue(handler duilie.Handler, cfg Config, msgs ...Message) *Result {
 // RunFetch runs handler as one fetch event for the request r, through the same runtime as the
 // fetch listener (a failed event answers 500 unless the response had begun), and returns the
 // response and what the handler did.
-func RunFetch(handler host.FetchHandler, cfg Config, r *http.Request) (*http.Response, *Result) {
+func RunFetch(handler duilie.FetchHandler, cfg Config, r *http.Request) (*http.Response, *Result) {
 	e, err := newEnv(cfg)
 	if err != nil {
 		panic("duilietest: " + err.Error())

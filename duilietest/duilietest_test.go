@@ -12,8 +12,8 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/duilietest"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/server"
 )
 
 // read returns a handler that reads its batch into *text and then runs then.
@@ -49,7 +49,7 @@ func TestMessages(t *testing.T) {
 	if !duilietest.DefaultTimestamp.Equal(time.UnixMilli(1700000000000)) {
 		t.Errorf("DefaultTimestamp %v", duilietest.DefaultTimestamp)
 	}
-	if res.Outcome != host.OK || res.Err != nil || res.Acks != nil || res.Retries != nil || res.Sends != nil {
+	if res.Outcome != server.OK || res.Err != nil || res.Acks != nil || res.Retries != nil || res.Sends != nil {
 		t.Errorf("result %+v", res)
 	}
 	for i, m := range res.Messages {
@@ -114,7 +114,7 @@ func TestPermissions(t *testing.T) {
 func wantAbort(t *testing.T, res *duilietest.Result, reason string) {
 	t.Helper()
 	var ab *duilie.Abort
-	if res.Outcome != host.Aborted || !errors.As(res.Err, &ab) || ab.Reason != reason {
+	if res.Outcome != server.Aborted || !errors.As(res.Err, &ab) || ab.Reason != reason {
 		t.Errorf("outcome %s, err %v, want the abort %q", res.Outcome, res.Err, reason)
 	}
 	if res.Sends != nil {
@@ -126,7 +126,7 @@ func wantAbort(t *testing.T, res *duilietest.Result, reason string) {
 // redelivered after their delay or retry_delay, and a failed event's messages redelivered,
 // dead-lettered or dropped once max_retries is spent.
 func TestConsumerDecisions(t *testing.T) {
-	cc := host.DefaultConsumerConfig("tasks")
+	cc := server.DefaultConsumerConfig("tasks")
 	cc.MaxRetries, cc.RetryDelay, cc.DeadLetterQueue = 2, 10*time.Second, "dead"
 	var queue string
 	calls := func(fail bool) duilie.Handler {
@@ -158,12 +158,12 @@ func TestConsumerDecisions(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		fail    bool
-		cc      host.ConsumerConfig
+		cc      server.ConsumerConfig
 		actions []platform.Action
 	}{
 		{"ended normally", false, cc, []platform.Action{done, redeliver(30 * time.Second), redeliver(10 * time.Second), done, dead, done}},
 		{"failed", true, cc, []platform.Action{done, redeliver(30 * time.Second), redeliver(10 * time.Second), redeliver(10 * time.Second), dead, dead}},
-		{"failed without a dead-letter queue", true, func() host.ConsumerConfig { c := cc; c.DeadLetterQueue = ""; return c }(),
+		{"failed without a dead-letter queue", true, func() server.ConsumerConfig { c := cc; c.DeadLetterQueue = ""; return c }(),
 			[]platform.Action{done, redeliver(30 * time.Second), redeliver(10 * time.Second), redeliver(10 * time.Second), {Kind: platform.Drop}, {Kind: platform.Drop}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,7 +174,7 @@ func TestConsumerDecisions(t *testing.T) {
 			if fmt.Sprint(res.Acks) != "[0]" || fmt.Sprint(res.Retries) != "[{1 30} {2 0} {4 0}]" {
 				t.Errorf("acks %v, retries %v", res.Acks, res.Retries)
 			}
-			if want := map[bool]host.Outcome{false: host.OK, true: host.Failed}[tc.fail]; res.Outcome != want {
+			if want := map[bool]server.Outcome{false: server.OK, true: server.Failed}[tc.fail]; res.Outcome != want {
 				t.Errorf("outcome %s, want %s", res.Outcome, want)
 			}
 			for i, m := range res.Messages {
@@ -229,7 +229,7 @@ func TestRejectSends(t *testing.T) {
 			t.Errorf("send %d: %v, want the exception %q", i, errs[i], want)
 		}
 	}
-	if errs[2] != nil || res.Outcome != host.OK || fmt.Sprint(res.Sends) != fmt.Sprint([]duilietest.Send{{Queue: "open", Body: "2"}}) {
+	if errs[2] != nil || res.Outcome != server.OK || fmt.Sprint(res.Sends) != fmt.Sprint([]duilietest.Send{{Queue: "open", Body: "2"}}) {
 		t.Errorf("err %v, outcome %s, sends %+v", errs[2], res.Outcome, res.Sends)
 	}
 }
@@ -241,8 +241,8 @@ func TestPanics(t *testing.T) {
 		_ = duilie.Ack(ev, 0)
 		panic("render failed")
 	}, duilietest.Config{}, duilietest.Message{Body: "1"}, duilietest.Message{Body: "2"})
-	var pe *host.PanicError
-	if res.Outcome != host.Failed || !errors.As(res.Err, &pe) || pe.Value != "render failed" || len(pe.Stack) == 0 {
+	var pe *server.PanicError
+	if res.Outcome != server.Failed || !errors.As(res.Err, &pe) || pe.Value != "render failed" || len(pe.Stack) == 0 {
 		t.Fatalf("outcome %s, err %#v", res.Outcome, res.Err)
 	}
 	if res.Messages[0].Action.Kind != platform.Done || res.Messages[1].Action.Kind != platform.Redeliver {
@@ -251,7 +251,7 @@ func TestPanics(t *testing.T) {
 	resp, res := duilietest.RunFetch(func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 		panic("no response")
 	}, duilietest.Config{}, httptest.NewRequest("GET", "/", nil))
-	if resp.StatusCode != http.StatusInternalServerError || res.Outcome != host.Failed || !errors.As(res.Err, &pe) {
+	if resp.StatusCode != http.StatusInternalServerError || res.Outcome != server.Failed || !errors.As(res.Err, &pe) {
 		t.Errorf("fetch: status %d, outcome %s, err %v", resp.StatusCode, res.Outcome, res.Err)
 	}
 }
@@ -276,37 +276,37 @@ func TestRunFetch(t *testing.T) {
 	if kind != duilie.FetchEvent || resp.StatusCode != http.StatusAccepted || body(resp) != "queued /tasks" || resp.Header.Get("Content-Type") != "text/plain" {
 		t.Errorf("kind %s, response %d %q %v", kind, resp.StatusCode, body(resp), resp.Header)
 	}
-	if res.Outcome != host.OK || res.Err != nil || fmt.Sprint(res.Sends) != fmt.Sprint([]duilietest.Send{{Queue: "tasks", Body: `{"url":"/a"}`, DelaySeconds: 5}}) || res.Messages != nil {
+	if res.Outcome != server.OK || res.Err != nil || fmt.Sprint(res.Sends) != fmt.Sprint([]duilietest.Send{{Queue: "tasks", Body: `{"url":"/a"}`, DelaySeconds: 5}}) || res.Messages != nil {
 		t.Errorf("result %+v", res)
 	}
 
 	failure := errors.New("no renderer")
 	for _, tc := range []struct {
 		name    string
-		handler host.FetchHandler
+		handler duilie.FetchHandler
 		status  int
-		outcome host.Outcome
+		outcome server.Outcome
 	}{
-		{"error before a response", func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error { return failure }, 500, host.Failed},
+		{"error before a response", func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error { return failure }, 500, server.Failed},
 		{"abort", func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 			return duilie.Send(ev, "NOWHERE", "1", 0)
-		}, 500, host.Aborted},
+		}, 500, server.Aborted},
 		{"abort swallowed", func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 			_ = duilie.Send(ev, "NOWHERE", "1", 0)
 			return nil
-		}, 500, host.Aborted},
+		}, 500, server.Aborted},
 		{"error after the response began", func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 			w.WriteHeader(http.StatusNoContent)
 			return failure
-		}, 204, host.Failed},
-		{"nothing written", func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error { return nil }, 200, host.OK},
+		}, 204, server.Failed},
+		{"nothing written", func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error { return nil }, 200, server.OK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, res := duilietest.RunFetch(tc.handler, cfg, httptest.NewRequest("GET", "/", nil))
-			if resp.StatusCode != tc.status || res.Outcome != tc.outcome || (tc.outcome == host.OK) != (res.Err == nil) {
+			if resp.StatusCode != tc.status || res.Outcome != tc.outcome || (tc.outcome == server.OK) != (res.Err == nil) {
 				t.Errorf("status %d, outcome %s (%v), want %d, %s", resp.StatusCode, res.Outcome, res.Err, tc.status, tc.outcome)
 			}
-			if tc.outcome == host.Failed && !errors.Is(res.Err, failure) {
+			if tc.outcome == server.Failed && !errors.Is(res.Err, failure) {
 				t.Errorf("err %v, want the handler's", res.Err)
 			}
 		})
@@ -325,7 +325,7 @@ func TestRunQueueMistakes(t *testing.T) {
 		{"no messages", func() { duilietest.RunQueue(ok, duilietest.Config{}) }, "a batch has 1–100 messages, not 0"},
 		{"101 messages", func() { duilietest.RunQueue(ok, duilietest.Config{}, many...) }, "a batch has 1–100 messages, not 101"},
 		{"a partial consumer", func() {
-			duilietest.RunQueue(ok, duilietest.Config{Consumer: host.ConsumerConfig{Queue: "tasks", MaxRetries: 1}}, duilietest.Message{Body: "1"})
+			duilietest.RunQueue(ok, duilietest.Config{Consumer: server.ConsumerConfig{Queue: "tasks", MaxRetries: 1}}, duilietest.Message{Body: "1"})
 		}, "MaxBatchSize"},
 		{"a time limit out of range", func() {
 			duilietest.RunQueue(ok, duilietest.Config{TimeLimit: time.Hour}, duilietest.Message{Body: "1"})

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -24,8 +23,8 @@ func TestEveryListenerBounded(t *testing.T) {
 	cfg := Config{
 		Platform:      &memory.Config{},
 		Logger:        quietLog(),
-		Consumers:     []host.ConsumerConfig{host.DefaultConsumerConfig("jobs")},
-		Program:       &Program{Queue: func(*duilie.Event) error { return nil }},
+		Consumers:     []ConsumerConfig{DefaultConsumerConfig("jobs")},
+		Program:       &duilie.Program{Queue: func(*duilie.Event) error { return nil }},
 		Dashboard:     DashboardConfig{Listen: "127.0.0.1:0"},
 		CloudflareAPI: CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "a", Token: "t"},
 	}

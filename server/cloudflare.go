@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/cfapi"
 	"github.com/duilie/duilie/platform"
@@ -181,7 +180,7 @@ func (q delayingQueue) SendBatch(ctx context.Context, items []platform.BatchItem
 // programs lets the API start and stop the host's program consumers (worker consumers).
 type programs struct{ s *Server }
 
-func (p programs) StartConsumer(cc host.ConsumerConfig) error {
+func (p programs) StartConsumer(cc ConsumerConfig) error {
 	if err := cc.Validate(); err != nil {
 		return err
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/cfapi"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -304,7 +304,7 @@ func (c *checker) permissions(cfg *Config, v any) {
 }
 
 // queueNameRule is what a queue name may be; the host's consumer settings say the same.
-var queueNameRule = platform.Invalid(host.ConsumerConfig{}, "Queue").Rule
+var queueNameRule = platform.Invalid(ConsumerConfig{}, "Queue").Rule
 
 func (c *checker) producers(cfg *Config, v any) {
 	first := map[string]int{}
@@ -359,7 +359,7 @@ func (c *checker) consumers(cfg *Config, v any) {
 // (direct, a ↔ b, or longer): a message that fails in each queue would go round for ever, its
 // attempts starting again at 1 at every hop. tables[i] is the index of consumers[i]'s table in
 // the file (nil: the same as i). Each cycle is named once, at its first consumer.
-func (c *checker) deadLetterCycles(consumers []host.ConsumerConfig, tables []int) {
+func (c *checker) deadLetterCycles(consumers []ConsumerConfig, tables []int) {
 	links := make([]deadLetterLink, len(consumers))
 	for i, cc := range consumers {
 		table := i
@@ -416,8 +416,8 @@ func (c *checker) cycles(links []deadLetterLink, first int) {
 // consumer reads queues.consumers[i]; first records the table of each queue's consumer.
 func (c *checker) consumer(cfg *Config, i int, t map[string]any, first map[string]int) bool {
 	table := fmt.Sprintf("queues.consumers[%d]", i)
-	t = c.table(table, t, keys(host.ConsumerConfig{})...)
-	cc := host.DefaultConsumerConfig("")
+	t = c.table(table, t, keys(ConsumerConfig{})...)
+	cc := DefaultConsumerConfig("")
 	bad := c.decode(table, t, &cc)
 	c.invalid(table, t, cc, cc.Validate(), bad)
 	if !c.firstConsumer(table, cc.Queue, i, first) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -254,16 +254,16 @@ dead_letter_queue = "x"
 		t.Errorf("a chain: %v", err)
 	}
 	// The same check for a configuration made in Go.
-	a, b := host.DefaultConsumerConfig("a"), host.DefaultConsumerConfig("b")
+	a, b := DefaultConsumerConfig("a"), DefaultConsumerConfig("b")
 	a.DeadLetterQueue, b.DeadLetterQueue = "b", "a"
-	_, err := New(Config{Consumers: []host.ConsumerConfig{a, b}, Program: &Program{Queue: func(*host.Event) error { return nil }}, Platform: &memory.Config{}})
+	_, err := New(Config{Consumers: []ConsumerConfig{a, b}, Program: &duilie.Program{Queue: func(*duilie.Event) error { return nil }}, Platform: &memory.Config{}})
 	if want := `queues.consumers[0].dead_letter_queue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`; err == nil || err.Error() != want {
 		t.Errorf("New: %v\nwant %s", err, want)
 	}
 	pull := DefaultPullConsumer("b")
 	pull.DeadLetterQueue = "a"
 	a.DeadLetterQueue = "b"
-	_, err = New(Config{Consumers: []host.ConsumerConfig{a}, Program: &Program{Queue: func(*host.Event) error { return nil }}, Platform: &memory.Config{},
+	_, err = New(Config{Consumers: []ConsumerConfig{a}, Program: &duilie.Program{Queue: func(*duilie.Event) error { return nil }}, Platform: &memory.Config{},
 		CloudflareAPI: CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "a", Token: "t", PullConsumers: []PullConsumer{pull}}})
 	if want := `cloudflare_api.pull_consumers[0].dead_letter_queue = "a": makes a dead-letter cycle b → a → b; a message failing in each would go round for ever`; err == nil || err.Error() != want {
 		t.Errorf("New, through a pull consumer: %v\nwant %s", err, want)

@@ -9,7 +9,6 @@ import (
 	"regexp"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/dashboard"
 	"github.com/duilie/duilie/platform"
@@ -89,7 +88,7 @@ func (s *Server) newDashboard(token string) *dashboard.Dashboard {
 		Logger:           s.log,
 		Send: func(ctx context.Context, binding, body string, delay int) error {
 			var sendErr error
-			failure := s.Do(ctx, func(ev *host.Event) error {
+			failure := s.Do(ctx, func(ev *duilie.Event) error {
 				sendErr = duilie.Send(ev, binding, body, delay)
 				return nil
 			})

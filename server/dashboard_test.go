@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/platform/memory"
@@ -114,13 +113,13 @@ func TestMetricsAfterWorkload(t *testing.T) {
 		}
 		return nil
 	}
-	cc := host.DefaultConsumerConfig("jobs")
+	cc := DefaultConsumerConfig("jobs")
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue = 1, 0, 1, "jobs-dead"
 	srv, err := New(Config{
-		Permissions: host.Permissions{Queue: []string{"JOBS"}},
+		Permissions: Permissions{Queue: []string{"JOBS"}},
 		Bindings:    map[string]string{"JOBS": "jobs"},
-		Consumers:   []host.ConsumerConfig{cc},
-		Program: &Program{Queue: handle, Fetch: func(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+		Consumers:   []ConsumerConfig{cc},
+		Program: &duilie.Program{Queue: handle, Fetch: func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 			body, _ := io.ReadAll(r.Body)
 			var send error
 			if body[0] == '[' {
@@ -245,8 +244,8 @@ func TestDashboardToken(t *testing.T) { // not parallel: it sets an environment 
 
 	t.Setenv("DUILIE_TEST_TOKEN", "s3cret")
 	cfg := base
-	cfg.Consumers = []host.ConsumerConfig{host.DefaultConsumerConfig("jobs")}
-	cfg.Program = &Program{Queue: func(ev *duilie.Event) error { return nil }}
+	cfg.Consumers = []ConsumerConfig{DefaultConsumerConfig("jobs")}
+	cfg.Program = &duilie.Program{Queue: func(ev *duilie.Event) error { return nil }}
 	cfg.Dashboard = DashboardConfig{Listen: "127.0.0.1:0", TokenEnv: "DUILIE_TEST_TOKEN"}
 	srv, err := New(cfg)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform/memory"
 	"github.com/duilie/duilie/server"
 )
@@ -16,10 +16,10 @@ import (
 func Example() {
 	done := make(chan string)
 	srv, err := server.New(server.Config{
-		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+		Permissions: server.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},
-		Consumers:   []host.ConsumerConfig{{Queue: "tasks", MaxBatchSize: 10, MaxConcurrency: 1}},
-		Program: &server.Program{Queue: func(ev *duilie.Event) error {
+		Consumers:   []server.ConsumerConfig{{Queue: "tasks", MaxBatchSize: 10, MaxConcurrency: 1}},
+		Program: &duilie.Program{Queue: func(ev *duilie.Event) error {
 			b, err := duilie.ReadBatchOf[struct{ URL string }](ev)
 			if err != nil {
 				return err
@@ -75,23 +75,23 @@ max_batch_size = 0
 // Observers receive a report of every event, send and settlement: what the server's log lines,
 // the demo's table and the metrics are made from.
 func Example_observers() {
-	queueEvents := make(chan *host.EventReport, 1)
-	consumer := host.DefaultConsumerConfig("tasks") // 3 retries
-	consumer.MaxBatchTimeout = 0                    // deliver at once, not after 5 s
+	queueEvents := make(chan *server.EventReport, 1)
+	consumer := server.DefaultConsumerConfig("tasks") // 3 retries
+	consumer.MaxBatchTimeout = 0                      // deliver at once, not after 5 s
 	srv, err := server.New(server.Config{
-		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+		Permissions: server.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},
-		Consumers:   []host.ConsumerConfig{consumer},
-		Program: &server.Program{Queue: func(ev *duilie.Event) error {
+		Consumers:   []server.ConsumerConfig{consumer},
+		Program: &duilie.Program{Queue: func(ev *duilie.Event) error {
 			return duilie.Retry(ev, 0, 30)
 		}},
 		Platform: &memory.Config{},
 		Logger:   slog.New(slog.DiscardHandler),
-		Observers: []host.Observer{func(r host.Report) {
+		Observers: []server.Observer{func(r server.Report) {
 			switch r := r.(type) {
-			case *host.SendReport:
+			case *server.SendReport:
 				fmt.Printf("send to %s: %d message, %d bytes, err %v\n", r.Queue, r.Messages, r.Bytes, r.Err)
-			case *host.EventReport:
+			case *server.EventReport:
 				if r.Kind == host.QueueEvent {
 					queueEvents <- r
 				}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/bounded"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/server"
 )
@@ -44,19 +44,19 @@ func programServer(t *testing.T, edit func(*server.Config)) (*server.Server, str
 	out := filepath.Join(t.TempDir(), "out")
 	rep := &reports{}
 	log := &syncLog{}
-	cc := host.DefaultConsumerConfig("tasks")
+	cc := server.DefaultConsumerConfig("tasks")
 	cc.MaxBatchTimeout = 0
 	cfg := server.Config{
-		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+		Permissions: server.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},
-		Consumers:   []host.ConsumerConfig{cc},
+		Consumers:   []server.ConsumerConfig{cc},
 		Command:     []string{py, "app.py", out},
 		Dir:         dir,
 		Listen:      "127.0.0.1:0",
 		TimeLimit:   10 * time.Second,
 		Platform:    &jetstream.Config{DataDir: t.TempDir()},
 		Logger:      slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Observers:   []host.Observer{rep.add},
+		Observers:   []server.Observer{rep.add},
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -80,21 +80,21 @@ func programServer(t *testing.T, edit func(*server.Config)) (*server.Server, str
 // reports collects the host's event reports.
 type reports struct {
 	mu     sync.Mutex
-	events []*host.EventReport
+	events []*server.EventReport
 }
 
-func (r *reports) add(rep host.Report) {
-	if e, ok := rep.(*host.EventReport); ok {
+func (r *reports) add(rep server.Report) {
+	if e, ok := rep.(*server.EventReport); ok {
 		r.mu.Lock()
 		r.events = append(r.events, e)
 		r.mu.Unlock()
 	}
 }
 
-func (r *reports) all() []*host.EventReport {
+func (r *reports) all() []*server.EventReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]*host.EventReport(nil), r.events...)
+	return append([]*server.EventReport(nil), r.events...)
 }
 
 func (r *reports) acked() int {
@@ -160,7 +160,7 @@ func TestFetchFlood(t *testing.T) {
 	}
 	// Queue events run meanwhile.
 	for i := range 20 {
-		if err := srv.Do(context.Background(), func(ev *host.Event) error {
+		if err := srv.Do(context.Background(), func(ev *duilie.Event) error {
 			return duilie.Send(ev, "TASKS", strconv.Itoa(i), 0)
 		}); err != nil {
 			t.Fatal(err)
@@ -263,9 +263,9 @@ func TestFetchConcurrency(t *testing.T) {
 	}
 	for _, e := range events {
 		switch {
-		case e.Path == "/fast" && e.Outcome != host.OK:
+		case e.Path == "/fast" && e.Outcome != server.OK:
 			t.Errorf("a fast request's event ended %s (%v) after %v", e.Outcome, e.Err, e.Duration)
-		case e.Path == "/slow" && e.Outcome != host.Aborted:
+		case e.Path == "/slow" && e.Outcome != server.Aborted:
 			t.Errorf("a slow request's event ended %s after %v; want aborted at its %v limit", e.Outcome, e.Duration, limit)
 		}
 	}
@@ -301,7 +301,7 @@ func TestFetchConcurrency(t *testing.T) {
 
 var programEnded = regexp.MustCompile(`msg="program ended" .*path=(\S+) status="?[^"]*"? duration=(\S+)`)
 
-func countPath(events []*host.EventReport, path string) int {
+func countPath(events []*server.EventReport, path string) int {
 	n := 0
 	for _, e := range events {
 		if e.Path == path {
@@ -312,7 +312,7 @@ func countPath(events []*host.EventReport, path string) int {
 }
 
 // overlap is the most events that ran at one time.
-func overlap(events []*host.EventReport) int {
+func overlap(events []*server.EventReport) int {
 	most := 0
 	for _, e := range events {
 		n := 0

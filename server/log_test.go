@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform/memory"
 	"github.com/duilie/duilie/server"
 )
@@ -21,12 +20,12 @@ import (
 func TestEventLogLevels(t *testing.T) {
 	log := &syncLog{}
 	srv, err := server.New(server.Config{
-		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+		Permissions: server.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},
 		Platform:    &memory.Config{},
 		Listen:      "127.0.0.1:0",
 		Logger:      slog.New(slog.NewTextHandler(log, nil)),
-		Program: &server.Program{Fetch: func(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+		Program: &duilie.Program{Fetch: func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 			switch r.URL.Path {
 			case "/fail":
 				return errors.New("it failed")
@@ -35,7 +34,7 @@ func TestEventLogLevels(t *testing.T) {
 			case "/panic":
 				panic("boom")
 			case "/nostart":
-				return &host.StartError{Err: errors.New("fork/exec ./app: too many open files")}
+				return &server.StartError{Err: errors.New("fork/exec ./app: too many open files")}
 			}
 			return nil
 		}},
@@ -78,7 +77,7 @@ func TestListenBeyondLoopbackWarns(t *testing.T) {
 		Platform: &memory.Config{},
 		Listen:   ":0",
 		Logger:   slog.New(slog.NewTextHandler(log, nil)),
-		Program:  &server.Program{Fetch: func(ev *host.Event, w http.ResponseWriter, r *http.Request) error { return nil }},
+		Program:  &duilie.Program{Fetch: func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error { return nil }},
 	})
 	if err != nil {
 		t.Fatal(err)

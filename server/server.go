@@ -4,10 +4,10 @@
 // is this package with flags; a Go service embeds the same thing:
 //
 //	srv, err := server.New(server.Config{
-//		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+//		Permissions: Permissions{Queue: []string{"TASKS"}},
 //		Bindings:    map[string]string{"TASKS": "tasks"},
-//		Consumers:   []host.ConsumerConfig{host.DefaultConsumerConfig("tasks")},
-//		Program:     &server.Program{Queue: handleTasks},
+//		Consumers:   []ConsumerConfig{DefaultConsumerConfig("tasks")},
+//		Program:     &duilie.Program{Queue: handleTasks},
 //	})
 //	…
 //	err = srv.Start(ctx)
@@ -20,7 +20,7 @@
 //
 // Config can be built in Go or read from a duilie.toml with LoadConfig (SPEC §13). Every
 // setting's range and default lives with its owner: the host's consumer settings
-// (host.ConsumerConfig) and time limit, each platform driver's own keys (platform.Config),
+// (ConsumerConfig) and time limit, each platform driver's own keys (platform.Config),
 // and this package's [app] keys. A mistake is a *ConfigError naming the setting by its key.
 //
 // # Platforms
@@ -33,7 +33,7 @@
 //
 // # Observing
 //
-// Every event, send and settlement is reported to each of Config.Observers (see host.Report):
+// Every event, send and settlement is reported to each of Config.Observers (see Report):
 // the server's own log lines come from the same reports.
 package server
 
@@ -53,10 +53,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/duilie/duilie/bridge"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/bounded"
+	"github.com/duilie/duilie/internal/bridge"
 	"github.com/duilie/duilie/internal/cfapi"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 
 	// The platforms duilie.toml can name.
@@ -84,14 +85,14 @@ func DefaultMaxFetchConcurrency() int { return min(4*runtime.NumCPU(), MaxFetchC
 // Config configures a Server. The zero value of every field is its documented default.
 type Config struct {
 	// Permissions lists the bindings programs may use ([permissions] QUEUE).
-	Permissions host.Permissions
+	Permissions Permissions
 	// Bindings maps each binding to its queue ([[queues.producers]]).
 	Bindings map[string]string
 	// Consumers are the queues consumed, each in batches ([[queues.consumers]]).
-	Consumers []host.ConsumerConfig
+	Consumers []ConsumerConfig
 
 	// Program is a Go program run in-process, once per event; nil means Command instead.
-	Program *Program
+	Program *duilie.Program
 	// Command is the program run once per event through the bridge, in Dir ([app] command):
 	// the executable and its arguments. A bare name is looked up in PATH; a name with a path
 	// separator is a file, relative to Dir.
@@ -134,8 +135,8 @@ type Config struct {
 	wrangler bool     // read from a wrangler file: duilie's own tables are under duilie
 	ignored  []string // the wrangler file's keys that do not concern queues
 
-	// Observers each receive every report (see host.Observer).
-	Observers []host.Observer
+	// Observers each receive every report (see Observer).
+	Observers []Observer
 	// Logger receives the server's log lines, one per event; nil means slog.Default().
 	Logger *slog.Logger
 
@@ -151,8 +152,8 @@ type Config struct {
 	listenerBounds bounded.Config
 }
 
-// Program is a Go program that the host runs in-process, once per event (see host.Program).
-type Program = host.Program
+// Program is a Go program that the host runs in-process, once per event (see duilie.Program).
+type Program = duilie.Program
 
 // Server is a running host. Its methods are safe for concurrent use.
 type Server struct {
@@ -380,7 +381,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if platform.CapabilitiesOf(s.p).Retries {
 		// The platform's own consumer settings decide retries (Cloudflare's); say so where the
 		// configuration seems to expect otherwise.
-		def := host.DefaultConsumerConfig("")
+		def := DefaultConsumerConfig("")
 		for _, cc := range cfg.Consumers {
 			if cc.MaxRetries != def.MaxRetries || cc.RetryDelay != def.RetryDelay || cc.DeadLetterQueue != "" {
 				log.Warn("max_retries, retry_delay and dead_letter_queue of this consumer do not apply: the platform applies its own consumer's settings",
@@ -407,7 +408,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	observers := append([]host.Observer{host.LogObserver(log)}, cfg.Observers...)
+	observers := append([]Observer{LogObserver(log)}, cfg.Observers...)
 	token, _ := cfg.Dashboard.token() // checked by New
 	dash := s.newDashboard(token)
 	if dash != nil {
@@ -419,7 +420,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		Bindings:    cfg.Bindings,
 		TimeLimit:   cfg.TimeLimit,
 		Logger:      log,
-		Observer: func(r host.Report) {
+		Observer: func(r Report) {
 			for _, o := range observers {
 				o(r)
 			}
@@ -483,7 +484,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 // consume starts the queue's program consumer. A configured consumer that stops on its own
 // counts toward Failed; one started over Cloudflare's API only logs why it stopped.
-func (s *Server) consume(cc host.ConsumerConfig, configured bool) error {
+func (s *Server) consume(cc ConsumerConfig, configured bool) error {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	if _, ok := s.running[cc.Queue]; ok {
@@ -514,7 +515,7 @@ func (s *Server) consume(cc host.ConsumerConfig, configured bool) error {
 }
 
 // startConsumer starts a program consumer that the configuration does not name.
-func (s *Server) startConsumer(cc host.ConsumerConfig) error { return s.consume(cc, false) }
+func (s *Server) startConsumer(cc ConsumerConfig) error { return s.consume(cc, false) }
 
 // stopConsumer stops the queue's program consumer and waits, until ctx ends, for its running
 // events to be settled.
@@ -659,7 +660,7 @@ func (s *Server) host() *host.Host {
 // Do runs fn as one fetch-kind event, with the server's permissions, bindings and time limit,
 // and returns its failure, as an HTTP request to the fetch listener would run: it is how a Go
 // service sends from code that is not an HTTP handler.
-func (s *Server) Do(ctx context.Context, fn host.Handler) error {
+func (s *Server) Do(ctx context.Context, fn duilie.Handler) error {
 	h := s.host()
 	if h == nil {
 		return ErrNotStarted
@@ -670,7 +671,7 @@ func (s *Server) Do(ctx context.Context, fn host.Handler) error {
 // Handler returns an http.Handler that runs fn as one fetch event per request, as the fetch
 // listener runs Program.Fetch: mount it in a service's own mux. Until the server has started
 // it answers 503.
-func (s *Server) Handler(fn host.FetchHandler) http.Handler {
+func (s *Server) Handler(fn duilie.FetchHandler) http.Handler {
 	var once sync.Once
 	var events http.Handler
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -702,7 +703,7 @@ func (s *Server) FetchAddr() string {
 // program in-process.
 type runner struct {
 	what  string // for the log
-	queue host.Handler
+	queue duilie.Handler
 	fetch http.Handler
 	kill  func() // kills every running program at once; nil for an in-process program
 	close func() error
@@ -724,7 +725,7 @@ func newRunner(cfg *Config, h *host.Host, log *slog.Logger) (runner, error) {
 	if err != nil {
 		return runner{}, fmt.Errorf("start the bridge: %w", err)
 	}
-	prog := &bridge.Program{Command: cfg.Command, Dir: cfg.Dir, Bridge: srv, Logger: log, MaxOutput: cfg.MaxOutputBytes}
+	prog := &bridge.Runner{Command: cfg.Command, Dir: cfg.Dir, Bridge: srv, Logger: log, MaxOutput: cfg.MaxOutputBytes}
 	return runner{
 		what:  "command " + strings.Join(cfg.Command, " "),
 		queue: prog.Queue,

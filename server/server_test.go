@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/platform/memory"
@@ -50,19 +49,19 @@ func TestServerInCode(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			got := make(chan string, 1)
-			reports := make(chan host.Report, 100)
+			reports := make(chan server.Report, 100)
 			log := &syncLog{}
 			srv, err := server.New(server.Config{
-				Permissions: host.Permissions{Queue: []string{"TASKS"}},
+				Permissions: server.Permissions{Queue: []string{"TASKS"}},
 				Bindings:    map[string]string{"TASKS": "tasks"},
-				Consumers:   []host.ConsumerConfig{{Queue: "tasks", MaxBatchSize: 10, MaxConcurrency: 1}},
-				Program: &server.Program{
-					Queue: func(ev *host.Event) error {
+				Consumers:   []server.ConsumerConfig{{Queue: "tasks", MaxBatchSize: 10, MaxConcurrency: 1}},
+				Program: &duilie.Program{
+					Queue: func(ev *duilie.Event) error {
 						b, err := duilie.ReadBatch(ev)
 						got <- b
 						return err
 					},
-					Fetch: func(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+					Fetch: func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 						body, _ := io.ReadAll(r.Body)
 						if err := duilie.Send(ev, "TASKS", string(body), 0); err != nil {
 							http.Error(w, err.Error(), http.StatusBadRequest)
@@ -75,7 +74,7 @@ func TestServerInCode(t *testing.T) {
 				Listen:    "127.0.0.1:0",
 				Platform:  pc,
 				Logger:    slog.New(slog.NewTextHandler(log, nil)),
-				Observers: []host.Observer{func(r host.Report) { reports <- r }},
+				Observers: []server.Observer{func(r server.Report) { reports <- r }},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -103,21 +102,21 @@ func TestServerInCode(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the message was not consumed")
 			}
-			kinds := map[string]*host.EventReport{}
+			kinds := map[string]*server.EventReport{}
 			for len(kinds) < 2 {
 				select {
 				case r := <-reports:
-					if er, ok := r.(*host.EventReport); ok {
+					if er, ok := r.(*server.EventReport); ok {
 						kinds[string(er.Kind)] = er
 					}
 				case <-time.After(10 * time.Second):
 					t.Fatalf("reports: %v", kinds)
 				}
 			}
-			if f := kinds["fetch"]; f.Status != http.StatusAccepted || f.Outcome != host.OK || f.Method != "POST" {
+			if f := kinds["fetch"]; f.Status != http.StatusAccepted || f.Outcome != server.OK || f.Method != "POST" {
 				t.Errorf("fetch report %+v", f)
 			}
-			if q := kinds["queue"]; q.Queue != "tasks" || q.Batch != 1 || q.Outcome != host.OK || q.Messages[0].Action.Kind != platform.Done {
+			if q := kinds["queue"]; q.Queue != "tasks" || q.Batch != 1 || q.Outcome != server.OK || q.Messages[0].Action.Kind != platform.Done {
 				t.Errorf("queue report %+v", q)
 			}
 			if err := srv.Shutdown(context.Background()); err != nil {
@@ -138,7 +137,7 @@ func TestServerInCode(t *testing.T) {
 // handler in the service's own mux.
 func TestDoAndHandler(t *testing.T) {
 	srv, err := server.New(server.Config{
-		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+		Permissions: server.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},
 		Platform:    &memory.Config{},
 		Logger:      slog.New(slog.DiscardHandler),
@@ -146,9 +145,9 @@ func TestDoAndHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := func(ev *host.Event) error { return duilie.Send(ev, "TASKS", `1`, 0) }
+	send := func(ev *duilie.Event) error { return duilie.Send(ev, "TASKS", `1`, 0) }
 	mux := http.NewServeMux()
-	mux.Handle("POST /tasks", srv.Handler(func(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+	mux.Handle("POST /tasks", srv.Handler(func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 		if ev.Kind() != duilie.FetchEvent {
 			t.Errorf("a request's event is %s", ev.Kind())
 		}
@@ -194,7 +193,7 @@ func TestDoAndHandler(t *testing.T) {
 		t.Errorf("Handler, a body that is not JSON: %d, want 500", code)
 	}
 	var ab *duilie.Abort
-	if err := srv.Do(context.Background(), func(ev *host.Event) error { return duilie.Send(ev, "NOPE", `1`, 0) }); !errors.As(err, &ab) {
+	if err := srv.Do(context.Background(), func(ev *duilie.Event) error { return duilie.Send(ev, "NOPE", `1`, 0) }); !errors.As(err, &ab) {
 		t.Errorf("an unpermitted binding: %v", err)
 	}
 	stats, err := srv.Platform().(platform.Stater).Stats(context.Background())
@@ -206,11 +205,11 @@ func TestDoAndHandler(t *testing.T) {
 // A configuration made in Go is checked as a file is, with the same messages.
 func TestNewChecks(t *testing.T) {
 	_, err := server.New(server.Config{
-		Consumers: []host.ConsumerConfig{{Queue: "q", MaxBatchSize: 0, MaxConcurrency: 1}, host.DefaultConsumerConfig("q")},
+		Consumers: []server.ConsumerConfig{{Queue: "q", MaxBatchSize: 0, MaxConcurrency: 1}, server.DefaultConsumerConfig("q")},
 		TimeLimit: time.Hour,
 		Listen:    "nowhere",
 		Platform:  &jetstream.Config{Replicas: 2},
-		Program:   &server.Program{},
+		Program:   &duilie.Program{},
 	})
 	var ce *server.ConfigError
 	if !errors.As(err, &ce) {
@@ -248,8 +247,8 @@ func (brokenPlatform) Consume(ctx context.Context, name string, o platform.Consu
 func TestNoConsumerLeft(t *testing.T) {
 	log := &syncLog{}
 	srv, err := server.New(server.Config{
-		Consumers: []host.ConsumerConfig{host.DefaultConsumerConfig("a"), host.DefaultConsumerConfig("b")},
-		Program:   &server.Program{Queue: func(*host.Event) error { return nil }},
+		Consumers: []server.ConsumerConfig{server.DefaultConsumerConfig("a"), server.DefaultConsumerConfig("b")},
+		Program:   &duilie.Program{Queue: func(*duilie.Event) error { return nil }},
 		Platform:  &broken{},
 		Logger:    slog.New(slog.NewTextHandler(log, nil)),
 	})
@@ -276,16 +275,16 @@ func TestNoConsumerLeft(t *testing.T) {
 // too often) has a log line: it is dead-lettered without any event.
 func TestExhaustedLogLine(t *testing.T) {
 	log := &syncLog{}
-	cc := host.DefaultConsumerConfig("q")
+	cc := server.DefaultConsumerConfig("q")
 	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 0, "dead", 0
 	settled := make(chan struct{}, 1)
 	srv, err := server.New(server.Config{
-		Consumers: []host.ConsumerConfig{cc},
-		Program:   &server.Program{Queue: func(*host.Event) error { return nil }},
+		Consumers: []server.ConsumerConfig{cc},
+		Program:   &duilie.Program{Queue: func(*duilie.Event) error { return nil }},
 		Platform:  &memory.Config{},
 		Logger:    slog.New(slog.NewTextHandler(log, nil)),
-		Observers: []host.Observer{func(r host.Report) {
-			if _, ok := r.(*host.SettleReport); ok {
+		Observers: []server.Observer{func(r server.Report) {
+			if _, ok := r.(*server.SettleReport); ok {
 				settled <- struct{}{}
 			}
 		}},

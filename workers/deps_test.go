@@ -9,7 +9,7 @@ import (
 // What a Go program compiles against for a Worker.
 var workerPackages = []string{
 	"github.com/duilie/duilie",
-	"github.com/duilie/duilie/host",
+	"github.com/duilie/duilie/internal/host",
 	"github.com/duilie/duilie/internal/event",
 	"github.com/duilie/duilie/workers",
 	"github.com/duilie/duilie/app",
@@ -21,7 +21,7 @@ var workerPackages = []string{
 var forbidden = []string{
 	"github.com/duilie/duilie/platform/jetstream",
 	"github.com/duilie/duilie/server",
-	"github.com/duilie/duilie/bridge",
+	"github.com/duilie/duilie/internal/bridge",
 	"github.com/duilie/duilie/internal/cli",
 	"github.com/nats-io/",
 	"os/exec",

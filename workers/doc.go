@@ -38,7 +38,7 @@
 // interface assumes a fresh program per event.
 package workers
 
-import "github.com/duilie/duilie/host"
+import "github.com/duilie/duilie/internal/host"
 
 // Config is what a Worker's entry hands the program: the host's settings from duilie.toml.
 // duilie worker build writes it into the entry as JSON.

@@ -12,7 +12,8 @@ import (
 	"syscall/js"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -25,7 +26,7 @@ const global = "__duilie"
 // handlers call p.Queue and p.Fetch, one event per call, on the host's event model. It must be
 // called from main of a program started by the entry duilie worker build writes; app.Main
 // calls it when the program is built for js/wasm.
-func Serve(p host.Program) {
+func Serve(p duilie.Program) {
 	g := js.Global().Get(global)
 	if g.Type() != js.TypeObject {
 		fmt.Fprintln(os.Stderr, "duilie: this program runs as a Cloudflare Worker, started by the entry that duilie worker build writes")
@@ -56,7 +57,7 @@ func config(v js.Value) (Config, error) {
 
 // worker is the program's side of the Worker.
 type worker struct {
-	prog     host.Program
+	prog     duilie.Program
 	cfg      Config
 	cfgErr   error
 	byQueue  map[string][]string // queue → its bindings

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/platform/memory"
@@ -90,10 +89,10 @@ func run(ctx context.Context, ln net.Listener, pc platform.Config, logger *slog.
 	svc := &service{}
 	// The whole of duilie: permissions, a binding, a consumer, the handler, a platform.
 	srv, err := server.New(server.Config{
-		Permissions: host.Permissions{Queue: []string{"TASKS"}},
+		Permissions: server.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},
-		Consumers:   []host.ConsumerConfig{{Queue: "tasks", MaxBatchSize: 10, MaxBatchTimeout: time.Second, MaxRetries: 3, DeadLetterQueue: "tasks-dead", MaxConcurrency: 2}},
-		Program:     &server.Program{Queue: svc.handle},
+		Consumers:   []server.ConsumerConfig{{Queue: "tasks", MaxBatchSize: 10, MaxBatchTimeout: time.Second, MaxRetries: 3, DeadLetterQueue: "tasks-dead", MaxConcurrency: 2}},
+		Program:     &duilie.Program{Queue: svc.handle},
 		Platform:    pc,
 		Logger:      logger,
 	})

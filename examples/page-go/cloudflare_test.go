@@ -17,6 +17,7 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/cloudflare/cloudflare-go/v6/queues"
 
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/app"
 	"github.com/duilie/duilie/examples/pagetask"
 	"github.com/duilie/duilie/internal/cfapi"
@@ -102,7 +103,7 @@ func TestPageTaskOnCloudflare(t *testing.T) {
 
 	var logs syncBuffer
 	consumer := &pagetask.Consumer{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Backoff: func(int) int { return 1 }}
-	program := app.Program{Queue: consumer.Queue, Fetch: pagetask.Fetch}
+	program := duilie.Program{Queue: consumer.Queue, Fetch: pagetask.Fetch}
 	served := make(chan int, 1)
 	var serveErr syncBuffer
 	go func() {

@@ -15,11 +15,12 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/app"
 	"github.com/duilie/duilie/examples/pagetask"
 )
 
 func main() {
 	consumer := &pagetask.Consumer{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
-	app.Main(app.Program{Queue: consumer.Queue, Fetch: pagetask.Fetch})
+	app.Main(duilie.Program{Queue: consumer.Queue, Fetch: pagetask.Fetch})
 }

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 )
 
 // Task is one page task.
@@ -82,7 +81,7 @@ type Consumer struct {
 
 // Queue handles one batch: a queue event. Every task is acked or retried explicitly, so a
 // failure of one task never redelivers the others.
-func (c *Consumer) Queue(ev *host.Event) error {
+func (c *Consumer) Queue(ev *duilie.Event) error {
 	text, err := duilie.ReadBatch(ev)
 	if err != nil {
 		return err
@@ -174,7 +173,7 @@ func decode(body []byte, t *Task) error {
 // Fetch handles one fetch event: GET / answers a form, POST /tasks sends a task to
 // PAGE_QUEUE (a JSON body, or the form's fields) and answers 202. ?delay=N delays it.
 // A catchable exception answers 400 with its message; an abort fails the event (500).
-func Fetch(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+func Fetch(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case r.URL.Path == "/" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -192,7 +191,7 @@ func Fetch(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
-func postTask(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+func postTask(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 	delay := 0
 	if d := r.URL.Query().Get("delay"); d != "" {
 		n, err := strconv.Atoi(d)

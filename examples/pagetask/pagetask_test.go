@@ -9,10 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/duilietest"
 	"github.com/duilie/duilie/examples/pagetask"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/server"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -39,7 +40,7 @@ func TestConsumer(t *testing.T) {
 		duilietest.Message{ID: "malformed", Body: `"just a string"`},
 		duilietest.Message{ID: "nokind", Body: `{"url":"/e","version":"v9"}`},
 	)
-	if res.Outcome != host.OK {
+	if res.Outcome != server.OK {
 		t.Fatalf("outcome %s: %v", res.Outcome, res.Err)
 	}
 	if got := res.Acks; len(got) != 4 || got[0] != 0 || got[1] != 1 || got[2] != 4 || got[3] != 5 {
@@ -118,8 +119,8 @@ func TestFetch(t *testing.T) {
 
 	// A deployment without the binding: the send aborts and the event fails.
 	code, _, res := serve(duilietest.Config{}, "POST", "/tasks", "", `{"kind":"page","url":"/a","version":"v8"}`)
-	var abort *host.Abort
-	if code != 500 || res.Outcome != host.Aborted || !errors.As(res.Err, &abort) || abort.Reason != "未授权的QUEUE绑定：PAGE_QUEUE" {
+	var abort *duilie.Abort
+	if code != 500 || res.Outcome != server.Aborted || !errors.As(res.Err, &abort) || abort.Reason != "未授权的QUEUE绑定：PAGE_QUEUE" {
 		t.Errorf("unpermitted: %d %s %v", code, res.Outcome, res.Err)
 	}
 }

@@ -29,7 +29,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/server"
@@ -356,7 +356,7 @@ func benchDuilie(ctx context.Context, o Options, p platform.Platform, stderr io.
 	consumed := make(chan error, 1)
 	// The program reads its batch, as every program does; it decodes the bodies only to tell
 	// delayed messages apart (raw consumers decode nothing).
-	program := func(ev *host.Event) error {
+	program := func(ev *duilie.Event) error {
 		if o.Delayed == 0 {
 			_, err := duilie.ReadBatch(ev)
 			return err
@@ -393,7 +393,7 @@ func benchDuilie(ctx context.Context, o Options, p platform.Platform, stderr io.
 	var sendErr atomic.Pointer[error]
 	for range o.Producers {
 		wg.Go(func() {
-			err := h.Run(ctx, func(ev *host.Event) error {
+			err := h.Run(ctx, func(ev *duilie.Event) error {
 				for {
 					first, n := pl.take(o.Batch)
 					if n == 0 {

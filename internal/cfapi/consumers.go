@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 

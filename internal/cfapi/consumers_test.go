@@ -12,8 +12,8 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/queues"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/cfapi"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 	"github.com/duilie/duilie/server"
@@ -57,7 +57,7 @@ func TestRESTProducerProgramConsumer(t *testing.T) {
 	var got received
 	cc := host.DefaultConsumerConfig("mixed")
 	cc.MaxBatchTimeout = 0
-	e := start(t, server.Config{Consumers: []host.ConsumerConfig{cc}, Program: &server.Program{Queue: got.handle}})
+	e := start(t, server.Config{Consumers: []host.ConsumerConfig{cc}, Program: &duilie.Program{Queue: got.handle}})
 	id := cfapi.QueueID("mixed")
 	path := "/accounts/" + account + "/queues/" + id + "/messages"
 	for _, m := range exchanged {
@@ -215,7 +215,7 @@ func consumerIDOf(t *testing.T, e *env, queueID string) string {
 func TestConsumers(t *testing.T) {
 	t.Parallel()
 	var got received
-	e := start(t, server.Config{Program: &server.Program{Queue: got.handle}})
+	e := start(t, server.Config{Program: &duilie.Program{Queue: got.handle}})
 	id := e.create("jobs")
 	dlq := e.create("jobs-dead")
 

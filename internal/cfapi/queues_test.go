@@ -10,8 +10,8 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6"
 	"github.com/cloudflare/cloudflare-go/v6/queues"
 
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/cfapi"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/server"
 )
 

@@ -20,8 +20,8 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/cloudflare/cloudflare-go/v6/queues"
 
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/cfapi"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/server"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/server"
 )
 
@@ -53,7 +53,7 @@ type Options struct {
 	Name string
 	// Program, when set, runs in-process per event instead of app.command, and the command
 	// line has no demo.
-	Program *server.Program
+	Program *duilie.Program
 }
 
 // Main runs duilie's command line with args (without the program name) and returns the exit
@@ -137,8 +137,8 @@ func Run(ctx context.Context, opts Options, args []string, stdin io.Reader, stdo
 // status maps an error to its exit status: the interface's exceptions and aborts, and errors
 // that chose their own.
 func status(err error) int {
-	var ex *host.Exception
-	var ab *host.Abort
+	var ex *duilie.Exception
+	var ab *duilie.Abort
 	var xe *exitError
 	var ce *server.ConfigError
 	switch {

@@ -19,8 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/internal/bench"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/server"
 )
@@ -172,7 +172,7 @@ func (d *demoState) totals() demoTotals {
 // retried after 1 s (a flaky one succeeds on its third attempt), every other one is rendered
 // (a few milliseconds of work) and acked. The dead-letter queue's consumer acks everything.
 // It notes which group each message belongs to, so the host's reports can be counted by group.
-func (d *demoState) program(ev *host.Event) error {
+func (d *demoState) program(ev *duilie.Event) error {
 	b, err := duilie.ReadBatchOf[demoTask](ev)
 	if err != nil {
 		return err
@@ -243,7 +243,7 @@ func runDemo(ctx context.Context, quick, verbose bool, stdout, stderr io.Writer)
 	if err != nil {
 		return &exitError{exitSoftware, err}
 	}
-	cfg.Program = &server.Program{Queue: d.program}
+	cfg.Program = &duilie.Program{Queue: d.program}
 	cfg.Observers = []host.Observer{d.observe}
 	cfg.Logger = log
 	srv, err := server.New(*cfg)
@@ -352,7 +352,7 @@ func (d *demoState) send(ctx context.Context, srv *server.Server, quick bool) er
 		if err != nil {
 			return err
 		}
-		if err := srv.Do(ctx, func(ev *host.Event) error {
+		if err := srv.Do(ctx, func(ev *duilie.Event) error {
 			return duilie.SendBatch(ev, demoBinding, string(text))
 		}); err != nil {
 			return err

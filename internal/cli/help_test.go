@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/duilie/duilie/server"
+	"github.com/duilie/duilie"
 )
 
 // TestHelpGolden pins every command's --help, each with an example, for duilie and for an
@@ -33,8 +33,8 @@ func TestHelpGolden(t *testing.T) {
 		{"delete", Options{}, []string{"delete"}},
 		{"pause", Options{}, []string{"pause"}},
 		{"resume", Options{}, []string{"resume"}},
-		{"program", Options{Name: "page-go", Program: &server.Program{}}, nil},
-		{"program-serve", Options{Name: "page-go", Program: &server.Program{}}, []string{"serve"}},
+		{"program", Options{Name: "page-go", Program: &duilie.Program{}}, nil},
+		{"program-serve", Options{Name: "page-go", Program: &duilie.Program{}}, []string{"serve"}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -53,7 +53,7 @@ func TestHelpGolden(t *testing.T) {
 // An in-process program's binary has no demo; duilie has.
 func TestProgramHasNoDemo(t *testing.T) {
 	var stderr bytes.Buffer
-	code := Run(context.Background(), Options{Name: "page-go", Program: &server.Program{}}, []string{"demo"}, nil, &bytes.Buffer{}, &stderr)
+	code := Run(context.Background(), Options{Name: "page-go", Program: &duilie.Program{}}, []string{"demo"}, nil, &bytes.Buffer{}, &stderr)
 	if code != exitUsage || stderr.String() != "page-go: unknown command \"demo\" for \"page-go\"\nRun 'page-go --help' for usage.\n" {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}

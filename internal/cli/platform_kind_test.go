@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
-	"github.com/duilie/duilie/server"
 )
 
 // refusingKind is a platform kind the command line does not know: registered here as a driver
@@ -69,7 +68,7 @@ func TestServeRegisteredKind(t *testing.T) {
 		}
 		return path
 	}
-	opts := Options{Program: &server.Program{Queue: func(*host.Event) error { return nil }}}
+	opts := Options{Program: &duilie.Program{Queue: func(*duilie.Event) error { return nil }}}
 
 	bad := write("bad.toml", "code = 7\n")
 	var stdout, stderr bytes.Buffer

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/server"
 )
@@ -39,7 +39,7 @@ configuration; 69 the engine or cluster is unavailable.`,
 			if !cmd.Flags().Changed("binding") {
 				return usageErr("send needs --binding, the binding that names the queue")
 			}
-			return sendEvent(cmd, configPath, func(ev *host.Event, in []byte) error {
+			return sendEvent(cmd, configPath, func(ev *duilie.Event, in []byte) error {
 				return duilie.Send(ev, binding, string(in), delay)
 			})
 		},
@@ -67,7 +67,7 @@ data directory itself; exit statuses are those of send.`,
 			if !cmd.Flags().Changed("binding") {
 				return usageErr("send-batch needs --binding, the binding that names the queue")
 			}
-			return sendEvent(cmd, configPath, func(ev *host.Event, in []byte) error {
+			return sendEvent(cmd, configPath, func(ev *duilie.Event, in []byte) error {
 				return duilie.SendBatch(ev, binding, string(in))
 			})
 		},
@@ -80,7 +80,7 @@ data directory itself; exit statuses are those of send.`,
 // sendEvent runs send in one fetch-kind host event on the configured platform, with stdin as
 // its input. The platform opens only when the event first resolves a binding, so a body that
 // fails its checks, or a binding that aborts, never touches the engine.
-func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, in []byte) error) error {
+func sendEvent(cmd *cobra.Command, configPath string, send func(ev *duilie.Event, in []byte) error) error {
 	cfg, err := server.LoadConfig(configPath)
 	if err != nil {
 		return err
@@ -104,7 +104,7 @@ func sendEvent(cmd *cobra.Command, configPath string, send func(ev *host.Event, 
 	if err != nil {
 		return &exitError{exitSoftware, err}
 	}
-	failure := h.Run(cmd.Context(), func(ev *host.Event) error { return send(ev, in) })
+	failure := h.Run(cmd.Context(), func(ev *duilie.Event) error { return send(ev, in) })
 	if err := lp.openErr(); err != nil {
 		return err // the platform could not be opened: 69 (or 78), whatever the event saw
 	}

@@ -35,7 +35,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -505,8 +506,8 @@ func (d *Dashboard) send(ctx context.Context, q string, body []byte) (any, error
 	}
 	if err := d.o.Send(ctx, bindings[0], req.Body, req.Delay); err != nil {
 		// The interface refusing a message is the answer to this request, not its failure.
-		var ex *host.Exception
-		var ab *host.Abort
+		var ex *duilie.Exception
+		var ab *duilie.Abort
 		switch {
 		case errors.As(err, &ex):
 			return result{Binding: bindings[0], Exception: ex.Message}, nil

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -27,7 +28,7 @@ func FuzzAPI(f *testing.F) {
 			if strings.HasPrefix(body, "{") && strings.HasSuffix(body, "}") {
 				return nil
 			}
-			return &host.Exception{Message: "消息体不是有效的 JSON 文字"}
+			return duilie.ErrBodyNotJSON
 		}})
 	f.Fuzz(func(t *testing.T, route, query, body string) {
 		method, path := "POST", "/api/queues/jobs/"+url.PathEscape(route)

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 

@@ -27,16 +27,11 @@ const (
 	FetchEvent Kind = "fetch" // an HTTP request
 )
 
-// Handler is a program: it is called once per event. Returning an error or panicking fails the
-// event; so does an abort, whatever the handler returns.
-type Handler = func(ev *Event) error
-
 // Runtime is what an event needs from the host that runs it.
 type Runtime interface {
-	// Resolve finds the queue of a binding (SPEC §8.2). It returns the abort reason when the
-	// binding is not permitted or not configured, or the platform's failure to provide the
-	// queue.
-	Resolve(ctx context.Context, binding string) (q platform.Queue, queue string, abort string, err error)
+	// Resolve finds the queue of a binding (SPEC §8.2). It returns the abort when the binding is
+	// not permitted or not configured, or the platform's failure to provide the queue.
+	Resolve(ctx context.Context, binding string) (q platform.Queue, queue string, abort *Abort, err error)
 	// Sent hears of one send through the interface, once it has ended.
 	Sent(ev *Event, s Send)
 }
@@ -125,7 +120,7 @@ func (e *Event) Err() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.abort == nil && e.ctx.Err() != nil {
-		e.abort = &Abort{Reason: AbortTimeLimit}
+		e.abort = TimeLimit
 	}
 	if e.abort == nil {
 		return nil // not a typed nil
@@ -133,13 +128,13 @@ func (e *Event) Err() error {
 	return e.abort
 }
 
-// AbortWith aborts ev with reason, unless it was aborted already, and returns the event's
-// abort: the first abort wins.
-func AbortWith(ev *Event, reason string) error {
+// AbortWith aborts ev with a, unless it was aborted already, and returns the event's abort:
+// the first abort wins.
+func AbortWith(ev *Event, a *Abort) error {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	if ev.abort == nil {
-		ev.abort = &Abort{Reason: reason}
+		ev.abort = a
 	}
 	return ev.abort
 }
@@ -154,9 +149,9 @@ func Queue(ev *Event, binding string) (platform.Queue, string, error) {
 	if err := ev.Err(); err != nil {
 		return nil, "", err
 	}
-	q, name, reason, err := ev.rt.Resolve(ev.ctx, binding)
-	if reason != "" {
-		return nil, "", AbortWith(ev, reason)
+	q, name, abort, err := ev.rt.Resolve(ev.ctx, binding)
+	if abort != nil {
+		return nil, "", AbortWith(ev, abort)
 	}
 	return q, name, err
 }
@@ -164,27 +159,34 @@ func Queue(ev *Event, binding string) (platform.Queue, string, error) {
 // Sent reports a send to the event's runtime.
 func Sent(ev *Event, s Send) { ev.rt.Sent(ev, s) }
 
-// Exception is a catchable failure (豫言异常): the program may handle it and carry on. Its Error
-// is the spec's message, verbatim.
-type Exception struct {
-	Message string
-}
-
-func (e *Exception) Error() string { return e.Message }
-
 // Abort is a host abort: the program cannot recover from it, and its event fails with this
 // reason whatever the program does next (SPEC §8.3). Its Error is the spec's message, verbatim.
+// Code names which of the spec's aborts it is; errors.Is(err, a) holds for every abort of a's
+// code, whatever follows the reason's fixed part (a binding's name, what is wrong with a call).
 type Abort struct {
 	Reason string
+	Code   string
 }
 
 func (a *Abort) Error() string { return a.Reason }
 
-// Abort reasons the host raises (SPEC §9).
-const (
-	AbortNotPermitted = "未授权的QUEUE绑定："
-	AbortNoBinding    = "绑定不存在："
-	AbortTimeLimit    = "执行超过时限"
+// Is reports whether target is an abort of the same code.
+func (a *Abort) Is(target error) bool {
+	t, ok := target.(*Abort)
+	return ok && t.Code != "" && t.Code == a.Code
+}
+
+// With returns an abort of a's code whose reason is a's followed by detail: the binding of
+// 未授权的QUEUE绑定：, what is wrong with a malformed bridge call.
+func (a *Abort) With(detail string) *Abort { return &Abort{Reason: a.Reason + detail, Code: a.Code} }
+
+// The host's aborts (SPEC §9); those whose reason names something are completed by With.
+var (
+	NotPermitted = &Abort{Reason: "未授权的QUEUE绑定：", Code: "not_permitted"}
+	NoBinding    = &Abort{Reason: "绑定不存在：", Code: "no_binding"}
+	TimeLimit    = &Abort{Reason: "执行超过时限", Code: "time_limit"}
+	DeepResult   = &Abort{Reason: "宿主结果嵌套过深", Code: "result_too_deep"}
+	BadCall      = &Abort{Reason: "桥接调用无效：", Code: "bad_bridge_call"}
 )
 
 // Batch is the batch of a queue event: the messages in index order, and the program's ack and

@@ -15,18 +15,18 @@ func TestEndedContextIsTheTimeLimit(t *testing.T) {
 		t.Fatalf("a running event: %v", err)
 	}
 	cancel()
-	if err := ev.Err(); err == nil || err.Error() != AbortTimeLimit {
-		t.Fatalf("after its context ended: %v, want %s", err, AbortTimeLimit)
+	if err := ev.Err(); err == nil || err.Error() != TimeLimit.Reason {
+		t.Fatalf("after its context ended: %v, want %s", err, TimeLimit.Reason)
 	}
-	if err := AbortWith(ev, "later"); err.Error() != AbortTimeLimit {
+	if err := AbortWith(ev, &Abort{Reason: "later"}); err.Error() != TimeLimit.Reason {
 		t.Errorf("a later abort replaced the time limit: %v", err)
 	}
 
 	ctx, cancel = context.WithCancel(context.Background())
 	ev = New(ctx, nil, FetchEvent, nil)
-	AbortWith(ev, AbortNotPermitted+"B")
+	AbortWith(ev, NotPermitted.With("B"))
 	cancel()
-	if err := ev.Err(); err.Error() != AbortNotPermitted+"B" {
+	if err := ev.Err(); err.Error() != NotPermitted.Reason+"B" {
 		t.Errorf("the time limit replaced an earlier abort: %v", err)
 	}
 }

@@ -100,7 +100,7 @@ func TestWorkerName(t *testing.T) {
 // A package that is not a program, or a program without its configuration, builds nothing.
 func TestBuildRefuses(t *testing.T) {
 	out := t.TempDir()
-	_, err := Build(context.Background(), Options{Program: "github.com/duilie/duilie/host", Out: out})
+	_, err := Build(context.Background(), Options{Program: "github.com/duilie/duilie/internal/host", Out: out})
 	var be *Error
 	if !errors.As(err, &be) || be.Step != "go" || !strings.Contains(err.Error(), "is package host, not a program") {
 		t.Fatalf("Build(host) = %v", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/cloudflare/cloudflare-go/v6/queues"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/cli"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/cloudflare"
@@ -93,13 +93,13 @@ func TestServeOnCloudflare(t *testing.T) {
 		t.Fatal(err)
 	}
 	newServer := func(consumed string, log *bytes.Buffer, mu *sync.Mutex) (*server.Server, error) {
-		cc := host.DefaultConsumerConfig(consumed)
+		cc := server.DefaultConsumerConfig(consumed)
 		cc.RetryDelay = 5 * time.Second // Cloudflare's consumer decides: serve says so
 		return server.New(server.Config{
-			Permissions: host.Permissions{Queue: []string{"JOBS"}},
+			Permissions: server.Permissions{Queue: []string{"JOBS"}},
 			Bindings:    map[string]string{"JOBS": "pulled"},
-			Consumers:   []host.ConsumerConfig{cc},
-			Program:     &server.Program{Queue: func(ev *host.Event) error { return nil }},
+			Consumers:   []server.ConsumerConfig{cc},
+			Program:     &duilie.Program{Queue: func(ev *duilie.Event) error { return nil }},
 			Platform:    &cloudflare.Config{AccountID: account, Token: token, BaseURL: url},
 			Logger:      slog.New(slog.NewTextHandler(&lockedBuffer{b: log, mu: mu}, nil)),
 		})

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 

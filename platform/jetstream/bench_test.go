@@ -21,7 +21,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -65,7 +65,7 @@ func duilieEndToEnd(b *testing.B, p *Platform, n int) float64 {
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = benchBatch, 10*time.Millisecond, 4
 	consumed := make(chan error, 1)
 	go func() {
-		consumed <- h.Consume(ctx, cc, func(ev *host.Event) error {
+		consumed <- h.Consume(ctx, cc, func(ev *duilie.Event) error {
 			text, err := duilie.ReadBatch(ev)
 			if err != nil {
 				return err
@@ -87,7 +87,7 @@ func duilieEndToEnd(b *testing.B, p *Platform, n int) float64 {
 	var wg sync.WaitGroup
 	for range benchProducers {
 		wg.Go(func() {
-			err := h.Run(ctx, func(ev *host.Event) error {
+			err := h.Run(ctx, func(ev *duilie.Event) error {
 				for next.Add(1) <= int64(n) {
 					if err := duilie.Send(ev, "B", benchBody, 0); err != nil {
 						return err
@@ -279,7 +279,7 @@ func lateness(b *testing.B, n int, window time.Duration) {
 	defer cancel()
 	cc := host.DefaultConsumerConfig("late")
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, 0, 4
-	go h.Consume(ctx, cc, func(ev *host.Event) error { return nil })
+	go h.Consume(ctx, cc, func(ev *duilie.Event) error { return nil })
 	select {
 	case <-done:
 	case <-time.After(lead + window + time.Minute):

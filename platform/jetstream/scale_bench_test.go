@@ -22,7 +22,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -202,7 +203,7 @@ func pendingDelayed(b *testing.B, n int, least, spread time.Duration) {
 	defer cancel()
 	cc := host.DefaultConsumerConfig("big")
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, 0, 4
-	go h.Consume(cctx, cc, func(ev *host.Event) error { return nil })
+	go h.Consume(cctx, cc, func(ev *duilie.Event) error { return nil })
 	select {
 	case <-done:
 	case <-time.After(slicesAt[len(slicesAt)-1] + window + time.Minute):

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/server"
 )
 
 // Testing a consumer: hand it a batch, run it as one queue event, and look at what the platform
@@ -45,7 +46,7 @@ func Example() {
 		platform.Message{ID: "m2", Timestamp: 1700000000000, Body: []byte(`{}`), ContentType: platform.JSON})
 	c, _ := p.Consume(context.Background(), "pages", platform.ConsumerOptions{})
 	ds, _ := c.Receive(context.Background(), 10)
-	s, err := h.RunBatch(context.Background(), host.DefaultConsumerConfig("pages"), ds, program)
+	s, err := h.RunBatch(context.Background(), server.DefaultConsumerConfig("pages"), ds, program)
 	_ = c.Settle(context.Background(), s)
 
 	fmt.Println("event:", err)

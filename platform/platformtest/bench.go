@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -139,7 +139,7 @@ func newBenchWorld(b *testing.B, hn Harness) *benchWorld {
 }
 
 // produce runs fn in one event and fails the benchmark if the event fails.
-func (w *benchWorld) produce(b *testing.B, fn func(ev *host.Event) error) {
+func (w *benchWorld) produce(b *testing.B, fn func(ev *duilie.Event) error) {
 	if err := w.h.Run(w.ctx, fn); err != nil {
 		b.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func (w *benchWorld) queue(b *testing.B) platform.Queue {
 var jsonOpts = platform.SendOptions{ContentType: platform.JSON}
 
 func benchSend(b *testing.B, w *benchWorld, n int) {
-	w.produce(b, func(ev *host.Event) error {
+	w.produce(b, func(ev *duilie.Event) error {
 		for range n {
 			if err := duilie.Send(ev, "B", benchBody, 0); err != nil {
 				return err
@@ -188,7 +188,7 @@ func batchOf100() (string, []platform.BatchItem) {
 
 func benchSendBatch(b *testing.B, w *benchWorld, n int) {
 	text, _ := batchOf100()
-	w.produce(b, func(ev *host.Event) error {
+	w.produce(b, func(ev *duilie.Event) error {
 		for range n {
 			if err := duilie.SendBatch(ev, "B", text); err != nil {
 				return err
@@ -215,7 +215,7 @@ func benchRoundTrip(b *testing.B, w *benchWorld, n int) {
 	cc.MaxBatchSize, cc.MaxBatchTimeout = 100, 0
 	consumed := make(chan error, 1)
 	go func() {
-		consumed <- w.h.Consume(ctx, cc, func(ev *host.Event) error {
+		consumed <- w.h.Consume(ctx, cc, func(ev *duilie.Event) error {
 			_, err := duilie.ReadBatch(ev)
 			return err // nil: every message of the batch succeeds
 		})

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 )
 
 // Concurrent events share nothing: each event's calls act on its own batch only.
@@ -29,7 +28,7 @@ func testConcurrentEvents(t *testing.T, hn Harness) {
 	cc.MaxBatchSize, cc.MaxConcurrency = 4, 4
 	var mu sync.Mutex
 	running, peak := 0, 0
-	c := e.consume(cc, func(ev *host.Event, b batchText) error {
+	c := e.consume(cc, func(ev *duilie.Event, b batchText) error {
 		mu.Lock()
 		running++
 		peak = max(peak, running)

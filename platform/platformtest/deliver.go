@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 )
 
 // Delivering: messages come in order with the platform's ids, attempts and millisecond
@@ -24,7 +23,7 @@ func testRow09ReadBatchOfThree(t *testing.T, hn Harness) {
 	cc := batched(3)
 	done := make(chan struct{})
 	var texts [2]string
-	c := e.consume(cc, func(ev *host.Event, _ batchText) error {
+	c := e.consume(cc, func(ev *duilie.Event, _ batchText) error {
 		// Read twice: reading changes nothing.
 		texts[0], _ = duilie.ReadBatch(ev)
 		texts[1], _ = duilie.ReadBatch(ev)

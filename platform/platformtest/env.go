@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -83,21 +83,21 @@ func (e *env) restart(r Restarter) {
 }
 
 // produce runs fn in a fetch event and returns the event's failure, if any.
-func (e *env) produce(fn func(ev *host.Event) error) error {
+func (e *env) produce(fn func(ev *duilie.Event) error) error {
 	return e.h.Run(e.ctx, fn)
 }
 
 // send sends one body from a fetch event and returns Send's error.
 func (e *env) send(body string, delay int) error {
 	var err error
-	_ = e.produce(func(ev *host.Event) error { err = duilie.Send(ev, binding, body, delay); return nil })
+	_ = e.produce(func(ev *duilie.Event) error { err = duilie.Send(ev, binding, body, delay); return nil })
 	return err
 }
 
 // sendBatch sends a batch from a fetch event and returns SendBatch's error.
 func (e *env) sendBatch(items string) error {
 	var err error
-	_ = e.produce(func(ev *host.Event) error { err = duilie.SendBatch(ev, binding, items); return nil })
+	_ = e.produce(func(ev *duilie.Event) error { err = duilie.SendBatch(ev, binding, items); return nil })
 	return err
 }
 
@@ -195,7 +195,7 @@ type consumer struct {
 }
 
 // consume starts consuming cc.Queue with handle, which runs after the batch has been read.
-func (e *env) consume(cc host.ConsumerConfig, handle func(ev *host.Event, b batchText) error) *consumer {
+func (e *env) consume(cc host.ConsumerConfig, handle func(ev *duilie.Event, b batchText) error) *consumer {
 	e.t.Helper()
 	c := &consumer{events: make(chan seen, 10000), t: e.t}
 	ctx, cancel := context.WithCancel(e.ctx)
@@ -203,7 +203,7 @@ func (e *env) consume(cc host.ConsumerConfig, handle func(ev *host.Event, b batc
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := e.h.Consume(ctx, cc, func(ev *host.Event) error {
+		err := e.h.Consume(ctx, cc, func(ev *duilie.Event) error {
 			at := time.Now()
 			text, err := duilie.ReadBatch(ev)
 			if err != nil {

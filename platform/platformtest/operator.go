@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -181,7 +180,7 @@ func (e *env) holdInFlight(release chan struct{}) (*consumer, string, time.Time)
 	started := make(chan seen, 1)
 	cc := config(queueName)
 	cc.MaxBatchSize = 1
-	c := e.consume(cc, func(ev *host.Event, b batchText) error {
+	c := e.consume(cc, func(ev *duilie.Event, b batchText) error {
 		select {
 		case started <- seen{b, time.Now()}:
 		default:
@@ -412,7 +411,7 @@ func testPurge(t *testing.T, hn Harness) {
 func (e *env) deadLetter(fail func(messageText) bool) *consumer {
 	cc := config(queueName)
 	cc.MaxRetries, cc.DeadLetterQueue = 0, dlqName
-	return e.consume(cc, func(ev *host.Event, b batchText) error {
+	return e.consume(cc, func(ev *duilie.Event, b batchText) error {
 		for i, m := range b.Messages {
 			if fail(m) {
 				if err := duilie.Retry(ev, i, 0); err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -26,7 +25,7 @@ func testRow10AckRetryLeave(t *testing.T, hn Harness) {
 			}
 			cc := batched(3)
 			var ended time.Time
-			c := e.consume(cc, func(ev *host.Event, b batchText) error {
+			c := e.consume(cc, func(ev *duilie.Event, b batchText) error {
 				if b.Messages[0].Attempts > 1 {
 					return nil
 				}
@@ -69,7 +68,7 @@ func testRow12UncaughtFailure(t *testing.T, hn Harness) {
 				t.Fatal(err)
 			}
 			cc := batched(2)
-			c := e.consume(cc, func(ev *host.Event, b batchText) error {
+			c := e.consume(cc, func(ev *duilie.Event, b batchText) error {
 				if b.Messages[0].Attempts == 1 {
 					if how == "panic" {
 						panic("render failed")
@@ -105,7 +104,7 @@ func testAckFinalWhenEventFails(t *testing.T, hn Harness) {
 		t.Fatal(err)
 	}
 	cc := batched(3)
-	c := e.consume(cc, func(ev *host.Event, b batchText) error {
+	c := e.consume(cc, func(ev *duilie.Event, b batchText) error {
 		if b.Messages[0].Attempts > 1 {
 			return nil
 		}
@@ -128,7 +127,7 @@ func testFirstCallWins(t *testing.T, hn Harness) {
 		t.Fatal(err)
 	}
 	cc := batched(2)
-	c := e.consume(cc, func(ev *host.Event, b batchText) error {
+	c := e.consume(cc, func(ev *duilie.Event, b batchText) error {
 		if b.Messages[0].Attempts > 1 || len(b.Messages) == 1 {
 			return nil
 		}
@@ -163,7 +162,7 @@ func testRetryDelay(t *testing.T, hn Harness) {
 			cc := config(queueName)
 			cc.RetryDelay = time.Second
 			var ended time.Time
-			c := e.consume(cc, func(ev *host.Event, b batchText) error {
+			c := e.consume(cc, func(ev *duilie.Event, b batchText) error {
 				if b.Messages[0].Attempts > 1 {
 					return nil
 				}
@@ -196,7 +195,7 @@ func testRetriesThenDeadLetter(t *testing.T, hn Harness) {
 	e.mustSend(body)
 	cc := config(queueName)
 	cc.MaxRetries, cc.DeadLetterQueue = 2, dlqName
-	c := e.consume(cc, func(ev *host.Event, b batchText) error { return errors.New("always fails") })
+	c := e.consume(cc, func(ev *duilie.Event, b batchText) error { return errors.New("always fails") })
 	var attempts []int
 	var first messageText
 	for range 3 {
@@ -224,7 +223,7 @@ func testExplicitRetriesCount(t *testing.T, hn Harness) {
 	e.mustSend(`"retry me"`)
 	cc := config(queueName)
 	cc.MaxRetries, cc.DeadLetterQueue = 1, dlqName
-	c := e.consume(cc, func(ev *host.Event, b batchText) error { return duilie.Retry(ev, 0, 0) })
+	c := e.consume(cc, func(ev *duilie.Event, b batchText) error { return duilie.Retry(ev, 0, 0) })
 	a, b := c.next(5*time.Second), c.next(5*time.Second)
 	if a.batch.Messages[0].Attempts != 1 || b.batch.Messages[0].Attempts != 2 {
 		t.Errorf("attempts %d, %d", a.batch.Messages[0].Attempts, b.batch.Messages[0].Attempts)
@@ -243,7 +242,7 @@ func testRetriesThenDrop(t *testing.T, hn Harness) {
 	e.mustSend(`"doomed"`)
 	cc := config(queueName)
 	cc.MaxRetries = 1
-	c := e.consume(cc, func(ev *host.Event, b batchText) error { return errors.New("always fails") })
+	c := e.consume(cc, func(ev *duilie.Event, b batchText) error { return errors.New("always fails") })
 	c.next(10 * time.Second)
 	if m := c.next(10 * time.Second).batch.Messages[0]; m.Attempts != 2 {
 		t.Errorf("attempts %d", m.Attempts)

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -27,7 +27,7 @@ func testStats(t *testing.T, hn Harness) {
 		return s.Ready == 2 && s.Delayed == 1 && s.InFlight == 0
 	})
 	release := make(chan struct{})
-	e.consume(batched(2), func(ev *host.Event, b batchText) error { <-release; return nil })
+	e.consume(batched(2), func(ev *duilie.Event, b batchText) error { <-release; return nil })
 	e.pollStats(t, "2 in flight, 1 delayed", func(s platform.QueueStats) bool {
 		return s.Ready == 0 && s.Delayed == 1 && s.InFlight == 2
 	})
@@ -55,7 +55,7 @@ func testBacklog(t *testing.T, e *env) {
 	}
 	e.pollStats(t, "a backlog of 3", is(3))
 	release := make(chan struct{})
-	e.consume(batched(2), func(ev *host.Event, b batchText) error { <-release; return nil })
+	e.consume(batched(2), func(ev *duilie.Event, b batchText) error { <-release; return nil })
 	time.Sleep(300 * time.Millisecond) // the two ready ones are in flight by now, and still counted
 	e.pollStats(t, "a backlog of 3 with 2 in flight", is(3))
 	close(release)

@@ -13,13 +13,12 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/app"
-	"github.com/duilie/duilie/host"
 )
 
 func main() {
 	serve := os.Getenv("CLUSTER_SERVE")
 	var mu sync.Mutex
-	app.Main(app.Program{Queue: func(ev *host.Event) error {
+	app.Main(duilie.Program{Queue: func(ev *duilie.Event) error {
 		start := time.Now()
 		b, err := duilie.ReadBatchOf[struct {
 			N int `json:"n"`

@@ -21,7 +21,7 @@ import (
 // HANDLERS (a Worker's var) leaves out a handler: "queue" runs only the queue handler,
 // "fetch" only the fetch handler.
 func main() {
-	p := app.Program{Queue: queue, Fetch: fetch}
+	p := duilie.Program{Queue: queue, Fetch: fetch}
 	switch os.Getenv("HANDLERS") {
 	case "queue":
 		p.Fetch = nil

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -166,7 +166,7 @@ func TestSettleReports(t *testing.T) {
 	reports := o.consume(consumerOf(1, ""), 1, func(*host.Event) error { t.Error("the program ran"); return nil })
 	r, ok := reports[0].(*host.SettleReport)
 	if !ok || r.Queue != "qa" || r.Reason != host.Exhausted || len(r.Messages) != 1 || r.Err != nil ||
-		r.Messages[0] != (host.MessageReport{ID: "old", Attempts: 5, Action: platform.Action{Kind: platform.Drop}}) {
+		r.Messages[0] != (host.MessageReport{ID: "old", Attempts: 5, Action: platform.Action{Kind: platform.Drop}, Result: host.Dropped}) {
 		t.Fatalf("report %#v", reports[0])
 	}
 
@@ -186,7 +186,7 @@ func TestSettleReports(t *testing.T) {
 	if len(all) != 1 {
 		t.Fatalf("reports %v", all)
 	}
-	if r, ok := all[0].(*host.SettleReport); !ok || r.Reason != host.Released || r.Messages[0].ID != "late" ||
+	if r, ok := all[0].(*host.SettleReport); !ok || r.Reason != host.Halting || r.Messages[0].ID != "late" ||
 		r.Messages[0].Action.Kind != platform.Release {
 		t.Fatalf("report %#v", all[0])
 	}
@@ -237,7 +237,7 @@ func TestSendAndFetchReports(t *testing.T) {
 	if one.Batch || one.Queue != "qa" || one.Messages != 1 || one.Bytes != len(`{"x":1}`) || one.Delayed != 1 || one.Err != nil {
 		t.Errorf("send report %+v", one)
 	}
-	var ab *host.Abort
+	var ab *duilie.Abort
 	if ghost.Queue != "" || ghost.Binding != "GHOST" || !errors.As(ghost.Err, &ab) {
 		t.Errorf("aborted send report %+v", ghost)
 	}

@@ -15,13 +15,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/event"
+	"github.com/duilie/duilie/internal/host"
 )
 
-// Program runs an external command once per event (SPEC §13 "Program per event"): a fresh
+// Runner runs an external command once per event (SPEC §13 "Program per event"): a fresh
 // process, in its own process group, that reaches the interface through its event's bridge URL.
-type Program struct {
+type Runner struct {
 	Command []string     // [app] command: the executable and its arguments
 	Dir     string       // working directory: the config file's directory; "" is the current one
 	Env     []string     // extra environment ("KEY=value"), added to os.Environ()
@@ -38,14 +39,14 @@ type Program struct {
 	killed bool                     // Kill was called: a program that starts later is killed at once
 }
 
-// DefaultMaxOutput is Program.MaxOutput when it is zero: 1 MiB per stream and event.
+// DefaultMaxOutput is Runner.MaxOutput when it is zero: 1 MiB per stream and event.
 const DefaultMaxOutput = 1 << 20
 
 // Kill kills the process group of every running program at once, and of every program
 // started later; their events fail. It is the host's last resort (a second signal): a host
 // that exits right after leaves no program behind. Kill does not wait for the runs to end;
 // Wait does.
-func (p *Program) Kill() {
+func (p *Runner) Kill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.killed = true
@@ -56,7 +57,7 @@ func (p *Program) Kill() {
 
 // track records a started program until the returned func is called; a program started after
 // Kill is killed at once.
-func (p *Program) track(proc *os.Process) (untrack func()) {
+func (p *Runner) track(proc *os.Process) (untrack func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.killed {
@@ -77,7 +78,7 @@ func (p *Program) track(proc *os.Process) (untrack func()) {
 // host.Run returns at an event's time limit, or when the host halts, without waiting for the
 // handler; the handler then kills the program at once but may still be at it. A host that is
 // shutting down calls Wait after Halt, so that no program outlives it.
-func (p *Program) Wait() {
+func (p *Runner) Wait() {
 	p.running.Wait()
 }
 
@@ -106,7 +107,7 @@ var (
 	errResponseSize = fmt.Errorf("CGI response over %d bytes", MaxResponseBytes)
 )
 
-// Queue is a host.Handler that runs the command for a queue event, with DUILIE_EVENT=queue and
+// Queue is a duilie.Handler that runs the command for a queue event, with DUILIE_EVENT=queue and
 // DUILIE_BRIDGE set. Exit status 0 ends the event normally. Any other exit status, or a signal,
 // fails it with an error such as "program exited with status 3", which unwraps to the
 // *exec.ExitError. A program that cannot be started (too many open files, an argument list
@@ -115,7 +116,7 @@ var (
 // event, the whole process group is killed and the event fails with its abort. When the event
 // ends, whatever is left of the process group is killed. stdin is empty; every line of stdout
 // and stderr is logged with the event id, the queue and the stream, up to MaxOutput each.
-func (p *Program) Queue(ev *host.Event) error {
+func (p *Runner) Queue(ev *duilie.Event) error {
 	attrs := []any{"event", ev.ID(), "kind", string(ev.Kind())}
 	if b := event.BatchOf(ev); b != nil {
 		attrs = append(attrs, "queue", b.Queue())
@@ -123,7 +124,7 @@ func (p *Program) Queue(ev *host.Event) error {
 	return p.run(ev, os.Environ(), nil, nil, nil, attrs)
 }
 
-func (p *Program) logger() *slog.Logger {
+func (p *Runner) logger() *slog.Logger {
 	if p.Logger != nil {
 		return p.Logger
 	}
@@ -135,12 +136,12 @@ func (p *Program) logger() *slog.Logger {
 // written to the program's stdin. stdout, when not nil, receives the program's stdout (at most
 // MaxResponseBytes of it, past which the program is killed and the event fails); otherwise
 // stdout is logged line by line as stderr always is.
-func (p *Program) run(ev *host.Event, base, meta []string, stdin []byte, stdout *bytes.Buffer, attrs []any) error {
+func (p *Runner) run(ev *duilie.Event, base, meta []string, stdin []byte, stdout *bytes.Buffer, attrs []any) error {
 	if len(p.Command) == 0 {
-		return &host.StartError{Err: errors.New("bridge: Program.Command is empty")}
+		return &host.StartError{Err: errors.New("bridge: Runner.Command is empty")}
 	}
 	if p.Bridge == nil {
-		return &host.StartError{Err: errors.New("bridge: Program.Bridge is nil")}
+		return &host.StartError{Err: errors.New("bridge: Runner.Bridge is nil")}
 	}
 	p.running.Add(1)
 	defer p.running.Done()
@@ -262,7 +263,7 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
-func (p *Program) maxOutput() int {
+func (p *Runner) maxOutput() int {
 	if p.MaxOutput > 0 {
 		return p.MaxOutput
 	}

@@ -10,23 +10,6 @@ import (
 	"github.com/duilie/duilie/internal/event"
 )
 
-// FetchHandler is a program's fetch handler: it handles one fetch event, an HTTP request, with
-// the event for the interface's functions. The request's context is the event's. Returning an
-// error or panicking fails the event, which answers 500 unless the handler has begun its
-// response.
-type FetchHandler func(ev *Event, w http.ResponseWriter, r *http.Request) error
-
-// Program is a Go program's handlers, run once per event: Queue handles queue events, one call
-// per batch; Fetch handles fetch events, one call per HTTP request. duilie serve runs them
-// in-process (server.Program), and so does a Worker built by duilie worker build.
-type Program struct {
-	// Queue handles queue events: one call per batch. Required when there are consumers.
-	Queue Handler
-	// Fetch handles fetch events: one call per HTTP request. Required when there is a fetch
-	// listener.
-	Fetch FetchHandler
-}
-
 // Fetch returns an http.Handler that runs handler as one fetch event per request, and reports
 // each to the Observer. A failed event (an error, a panic, an abort, the time limit) answers
 // 500 unless the handler had begun its response; one whose program could not be started (a

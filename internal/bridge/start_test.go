@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -49,7 +49,7 @@ func emfileChild() {
 	if err != nil {
 		panic(err)
 	}
-	prog := &Program{Command: []string{"true"}, Bridge: br, Logger: slog.New(slog.DiscardHandler)}
+	prog := &Runner{Command: []string{"true"}, Bridge: br, Logger: slog.New(slog.DiscardHandler)}
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		panic(err)

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -30,7 +31,7 @@ func BenchmarkScriptConsumer(b *testing.B) {
 	}{{"each", 1}, {"each", 4}, {"implicit", 1}} {
 		b.Run(fmt.Sprintf("ack=%s/concurrency=%d", v.ack, v.conc), func(b *testing.B) {
 			e := newEnv(b, 0)
-			p := &Program{Command: []string{e.python, filepath.Join(testdata, "consumer.py")}, Dir: testdata, Bridge: e.bridge, Logger: e.log}
+			p := &Runner{Command: []string{e.python, filepath.Join(testdata, "consumer.py")}, Dir: testdata, Bridge: e.bridge, Logger: e.log}
 			if v.ack == "implicit" {
 				p.Env = []string{"ACK=none"}
 			}
@@ -91,7 +92,7 @@ func BenchmarkBridgeCall(b *testing.B) {
 	}
 	defer s.Close()
 	ds := []platform.Delivery{{Message: platform.Message{ID: "a", Attempts: 1, Body: []byte("1"), ContentType: platform.JSON}}}
-	_, _ = h.RunBatch(context.Background(), host.DefaultConsumerConfig("in"), ds, func(ev *host.Event) error {
+	_, _ = h.RunBatch(context.Background(), host.DefaultConsumerConfig("in"), ds, func(ev *duilie.Event) error {
 		url, closeURL := s.Open(ev, nil)
 		defer closeURL()
 		body := []byte(`["确认队列消息",0]`)

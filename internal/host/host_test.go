@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/event"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -51,7 +52,7 @@ func TestBindings(t *testing.T) {
 			_, _, err := event.Queue(ev, binding)
 			return err
 		})
-		var ab *host.Abort
+		var ab *duilie.Abort
 		if want == "" && err != nil || want != "" && (!errors.As(err, &ab) || ab.Reason != want) {
 			t.Errorf("binding %q: got %v, want %q", binding, err, want)
 		}
@@ -61,8 +62,8 @@ func TestBindings(t *testing.T) {
 func TestFirstAbortWins(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 0)
 	err := h.Run(context.Background(), func(ev *host.Event) error {
-		a := event.AbortWith(ev, "first")
-		b := event.AbortWith(ev, "second")
+		a := event.AbortWith(ev, &duilie.Abort{Reason: "first"})
+		b := event.AbortWith(ev, &duilie.Abort{Reason: "second"})
 		if a != b || ev.Err() != a {
 			t.Errorf("aborts %v, %v, Err %v", a, b, ev.Err())
 		}
@@ -98,7 +99,7 @@ func TestTimeLimitAndHalt(t *testing.T) {
 	release := make(chan struct{})
 	err := h.Run(context.Background(), func(ev *host.Event) error { <-release; return nil })
 	close(release)
-	var ab *host.Abort
+	var ab *duilie.Abort
 	if !errors.As(err, &ab) || ab.Reason != "执行超过时限" {
 		t.Fatalf("got %v", err)
 	}

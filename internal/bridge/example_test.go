@@ -5,14 +5,14 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/duilie/duilie/bridge"
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie/internal/bridge"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform/memory"
 )
 
 // A host that runs app.py once per batch of queue "page-render" and once per HTTP request,
 // each time with its own bridge URL in DUILIE_BRIDGE.
-func ExampleProgram() {
+func ExampleRunner() {
 	ctx := context.Background()
 	h, err := host.New(host.Config{
 		Platform:    memory.New(memory.Options{}),
@@ -27,7 +27,7 @@ func ExampleProgram() {
 		panic(err)
 	}
 	defer br.Close()
-	prog := &bridge.Program{Command: []string{"python3", "app.py"}, Dir: ".", Bridge: br, Logger: slog.Default()}
+	prog := &bridge.Runner{Command: []string{"python3", "app.py"}, Dir: ".", Bridge: br, Logger: slog.Default()}
 
 	go func() { _ = http.ListenAndServe("127.0.0.1:8787", prog.Fetch(h)) }()
 	_ = h.Consume(ctx, host.DefaultConsumerConfig("page-render"), prog.Queue)

@@ -20,7 +20,7 @@ import (
 
 // fetchServer serves testdata/cgi.py as fetch events of e's host on a real HTTP server.
 func (e *env) fetchServer(t *testing.T) *httptest.Server {
-	p := &Program{
+	p := &Runner{
 		Command: []string{e.python, filepath.Join(testdata, "cgi.py")},
 		Dir:     testdata,
 		Env:     []string{"PYTHONDONTWRITEBYTECODE=1", "FROM_CONFIG=yes"},

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestOutputCap: per event and stream, output beyond Program.MaxOutput is not logged; one
+// TestOutputCap: per event and stream, output beyond Runner.MaxOutput is not logged; one
 // line says how much was dropped. 100 MB of stdout (here 5 MB, of NUL bytes, which the log
 // escapes fourfold) no longer grows the log without end.
 func TestOutputCap(t *testing.T) {

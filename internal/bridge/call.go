@@ -48,9 +48,6 @@ const maxSafeInteger = 1 << 53
 // before it is parsed or even held whole (桥接调用无效：调用嵌套超过 2 层).
 const MaxCallDepth = 2
 
-// AbortMalformed starts the abort reason of every malformed call; what is wrong follows it.
-const AbortMalformed = "桥接调用无效："
-
 // What is wrong with a malformed call, after AbortMalformed. Those with a %s start with the
 // interface name; %d is a 1-based argument position (the name is not counted) or a count.
 const (
@@ -365,7 +362,7 @@ func invoke(ev *duilie.Event, c call) (int, string) {
 		return http.StatusBadRequest, ex.Message
 	default:
 		// The interface returns nothing else; should it ever, the program cannot go on.
-		return http.StatusInternalServerError, event.AbortWith(ev, err.Error()).Error()
+		return http.StatusInternalServerError, event.AbortWith(ev, &event.Abort{Reason: err.Error()}).Error()
 	}
 }
 
@@ -378,7 +375,7 @@ func handle(ev *duilie.Event, body []byte) (status int, text string) {
 		return http.StatusInternalServerError, err.Error()
 	}
 	if bad != "" {
-		return http.StatusInternalServerError, event.AbortWith(ev, AbortMalformed+bad).Error()
+		return http.StatusInternalServerError, event.AbortWith(ev, event.BadCall.With(bad)).Error()
 	}
 	return invoke(ev, c)
 }

@@ -3,12 +3,12 @@
 // 发送队列消息, 批量发送队列消息, 读取队列批次, 确认队列消息, 重试队列消息 and 读取入站事件种类 by
 // POSTing to a URL private to its event.
 //
-// A Server is the bridge: one HTTP listener on a loopback address. A Program runs the
-// configured command: Program.Queue is a host.Handler for queue events, Program.Fetch an
+// A Server is the bridge: one HTTP listener on a loopback address. A Runner runs the
+// configured command: Runner.Queue is a duilie.Handler for queue events, Runner.Fetch an
 // http.Handler that runs each request as a fetch event.
 //
 //	br, err := bridge.Listen("127.0.0.1:0", logger)
-//	prog := &bridge.Program{Command: []string{"python3", "app.py"}, Dir: configDir, Bridge: br, Logger: logger}
+//	prog := &bridge.Runner{Command: []string{"python3", "app.py"}, Dir: configDir, Bridge: br, Logger: logger}
 //	go h.Consume(ctx, consumerConfig, prog.Queue)
 //	go http.ListenAndServe("127.0.0.1:8787", prog.Fetch(h))
 //	…
@@ -20,7 +20,7 @@
 // # The program
 //
 // The command runs in the configuration file's directory with the host's environment, the
-// extra variables of Program.Env and two more:
+// extra variables of Runner.Env and two more:
 //
 //	DUILIE_EVENT   queue or fetch
 //	DUILIE_BRIDGE  the event's bridge URL, such as http://127.0.0.1:41234/e/K7QH2M5ZC4WPRX3B6N8TVJDA2Q
@@ -35,11 +35,11 @@
 // setsid, is not tracked; if it still holds the program's stdout or stderr, the event stops
 // waiting for them after OutputWait).
 //
-// Program.Kill kills every running program's process group at once: duilie serve calls it on
+// Runner.Kill kills every running program's process group at once: duilie serve calls it on
 // a second SIGINT or SIGTERM, before it exits, so no program outlives the host.
 //
 // A queue event's program has an empty stdin. Every line it writes to stdout or stderr is
-// logged, with the event id, the queue and the stream, up to Program.MaxOutput (1 MiB) per
+// logged, with the event id, the queue and the stream, up to Runner.MaxOutput (1 MiB) per
 // stream and event; the rest is read and dropped, and one WARN line says how many bytes. Its exit status decides the event:
 //
 //   - 0 is a normal end: messages with no ack or retry call succeed (SPEC §7).

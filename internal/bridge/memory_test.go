@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/event"
 )
 
 // repeatReader yields prefix, then n copies of fill, then suffix, without holding them.
@@ -75,12 +76,12 @@ func retainedHeap() uint64 {
 // call can, before it is read: the bridge allocates next to nothing for it, where a parser
 // would have taken hundreds of megabytes (about 90 B a level).
 func TestDeepCallNotHeld(t *testing.T) {
-	_, err := inProcess(t, 1, func(ev *host.Event, url string, aborts *atomic.Int32) error {
+	_, err := inProcess(t, 1, func(ev *duilie.Event, url string, aborts *atomic.Int32) error {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		status, text := postStream(t, url, &repeatReader{fill: '[', n: 30 << 20})
 		runtime.ReadMemStats(&after)
-		if want := AbortMalformed + badDeep; status != 500 || text != want {
+		if want := event.BadCall.Reason + badDeep; status != 500 || text != want {
 			t.Errorf("reply %d %q, want 500 %q", status, text, want)
 		}
 		// The client and the server share this process: both count. A held call alone is 30 MB.
@@ -99,7 +100,7 @@ func TestDeepCallNotHeld(t *testing.T) {
 // TestLargeCallLeavesNoHeap: a flat 50 MB call (a body far over the interface's limit, which
 // the interface refuses with its own exception) leaves no grown heap behind once answered.
 func TestLargeCallLeavesNoHeap(t *testing.T) {
-	_, err := inProcess(t, 1, func(ev *host.Event, url string, aborts *atomic.Int32) error {
+	_, err := inProcess(t, 1, func(ev *duilie.Event, url string, aborts *atomic.Int32) error {
 		runtime.GC()
 		before := retainedHeap()
 		status, text := postStream(t, url, &repeatReader{prefix: `["发送队列消息","Q","`, fill: 'x', n: 50 << 20, suffix: `",0]`})

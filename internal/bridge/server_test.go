@@ -11,7 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -31,7 +32,7 @@ func post(t testing.TB, url, body string) (int, string) {
 
 // inProcess runs fn as a queue event of a batch of n messages, with the event's bridge URL and a
 // count of onAbort calls. It returns the platform and the event's failure.
-func inProcess(t *testing.T, n int, fn func(ev *host.Event, url string, aborts *atomic.Int32) error) (*memory.Platform, error) {
+func inProcess(t *testing.T, n int, fn func(ev *duilie.Event, url string, aborts *atomic.Int32) error) (*memory.Platform, error) {
 	t.Helper()
 	plat := memory.New(memory.Options{Record: true})
 	t.Cleanup(func() { plat.Close() })
@@ -48,7 +49,7 @@ func inProcess(t *testing.T, n int, fn func(ev *host.Event, url string, aborts *
 	for i := range ds {
 		ds[i].Message = platform.Message{ID: fmt.Sprint(i), Attempts: 1, Body: []byte("1"), ContentType: platform.JSON}
 	}
-	_, err = h.RunBatch(context.Background(), host.DefaultConsumerConfig("in"), ds, func(ev *host.Event) error {
+	_, err = h.RunBatch(context.Background(), host.DefaultConsumerConfig("in"), ds, func(ev *duilie.Event) error {
 		var aborts atomic.Int32
 		url, closeURL := s.Open(ev, func() { aborts.Add(1) })
 		defer closeURL()
@@ -60,7 +61,7 @@ func inProcess(t *testing.T, n int, fn func(ev *host.Event, url string, aborts *
 // TestAfterAbort: once a call aborted the event, every later call replies 500 with the same
 // message, onAbort is called once, and nothing more reaches the platform.
 func TestAfterAbort(t *testing.T) {
-	plat, err := inProcess(t, 1, func(ev *host.Event, url string, aborts *atomic.Int32) error {
+	plat, err := inProcess(t, 1, func(ev *duilie.Event, url string, aborts *atomic.Int32) error {
 		want := "桥接调用无效：未知的接口名 foo"
 		for i, body := range []string{`["foo"]`, `["读取入站事件种类"]`, `["发送队列消息","Q","1",0]`, `["确认队列消息",0]`, `["bar"]`, `x`} {
 			if status, text := post(t, url, body); status != 500 || text != want {
@@ -84,7 +85,7 @@ func TestAfterAbort(t *testing.T) {
 // send is answered and recorded once.
 func TestConcurrentCalls(t *testing.T) {
 	const n = 50
-	plat, err := inProcess(t, n, func(ev *host.Event, url string, aborts *atomic.Int32) error {
+	plat, err := inProcess(t, n, func(ev *duilie.Event, url string, aborts *atomic.Int32) error {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
@@ -123,7 +124,7 @@ func TestConcurrentCalls(t *testing.T) {
 // TestConcurrentAbort: calls racing with a malformed one either complete before it or get its
 // abort; onAbort runs once.
 func TestConcurrentAbort(t *testing.T) {
-	_, err := inProcess(t, 1, func(ev *host.Event, url string, aborts *atomic.Int32) error {
+	_, err := inProcess(t, 1, func(ev *duilie.Event, url string, aborts *atomic.Int32) error {
 		var wg sync.WaitGroup
 		for i := range 40 {
 			wg.Go(func() {
@@ -150,7 +151,7 @@ func TestConcurrentAbort(t *testing.T) {
 
 // TestURLClosed: close() makes the URL answer 404 at once; other methods get 405 while open.
 func TestURLClosed(t *testing.T) {
-	_, _ = inProcess(t, 1, func(ev *host.Event, url string, aborts *atomic.Int32) error {
+	_, _ = inProcess(t, 1, func(ev *duilie.Event, url string, aborts *atomic.Int32) error {
 		resp, err := http.Get(url)
 		if err != nil {
 			t.Fatal(err)

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/event"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -202,7 +204,7 @@ func FuzzCall(f *testing.F) {
 				}
 			}
 		}
-		_, _ = h.RunBatch(context.Background(), host.DefaultConsumerConfig("in"), msgs, func(ev *host.Event) error {
+		_, _ = h.RunBatch(context.Background(), host.DefaultConsumerConfig("in"), msgs, func(ev *duilie.Event) error {
 			status, text := handle(ev, body)
 			if !utf8.ValidString(text) {
 				t.Fatalf("%q: reply %q is not UTF-8", body, text)
@@ -216,8 +218,8 @@ func FuzzCall(f *testing.F) {
 				if ev.Err() == nil || ev.Err().Error() != text {
 					t.Fatalf("%q: 500 %q but the event's abort is %v", body, text, ev.Err())
 				}
-				if wrong != "" && text != AbortMalformed+wrong {
-					t.Fatalf("%q: 500 %q, want %q", body, text, AbortMalformed+wrong)
+				if wrong != "" && text != event.BadCall.Reason+wrong {
+					t.Fatalf("%q: 500 %q, want %q", body, text, event.BadCall.Reason+wrong)
 				}
 			default:
 				t.Fatalf("%q: status %d", body, status)

@@ -79,7 +79,7 @@ func logSettle(log *slog.Logger, r *SettleReport) {
 			attrs = append(attrs, "settle_err", r.Err.Error())
 		}
 		log.Warn("retries exhausted before delivery: dead-lettered or dropped undelivered", attrs...)
-	case Released:
+	case Halting:
 		if r.Err != nil {
 			attrs = append(attrs, "settle_err", r.Err.Error())
 		}

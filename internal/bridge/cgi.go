@@ -12,7 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/host"
 )
 
 // Limits of a fetch event.
@@ -63,7 +64,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
-func (p *Program) Fetch(h *host.Host) http.Handler {
+func (p *Runner) Fetch(h *host.Host) http.Handler {
 	events := h.Fetch(p.fetch)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := readBody(w, r)
@@ -99,10 +100,10 @@ type cgiRequest struct {
 type cgiRequestKey struct{}
 
 // fetch is the fetch event of one request that Fetch read.
-func (p *Program) fetch(ev *host.Event, w http.ResponseWriter, r *http.Request) error {
+func (p *Runner) fetch(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 	req, _ := r.Context().Value(cgiRequestKey{}).(*cgiRequest)
 	if req == nil {
-		return errors.New("bridge: the request was not read by Program.Fetch")
+		return errors.New("bridge: the request was not read by Runner.Fetch")
 	}
 	attrs := []any{"event", ev.ID(), "kind", string(ev.Kind()), "method", r.Method, "path", r.URL.Path}
 	var out bytes.Buffer

@@ -15,7 +15,8 @@ import (
 // keep a report's slices past its return unless it copies them.
 type Observer func(Report)
 
-// Report is an *EventReport, a *StartReport, a *SettleReport or a *SendReport.
+// Report is an *EventReport, a *StartReport, a *SettleReport, a *SendReport or an
+// *OperationReport.
 type Report interface{ report() }
 
 // Outcome names how an event ended.
@@ -106,11 +107,66 @@ type MessageReport struct {
 	Attempts int           // deliveries so far, counting this one
 	Call     platform.Call // the program's first explicit call, if any
 	Action   platform.Action
+	Result   Result // Action, named
 	// Lag is how long the message waited to be handled: from when it became deliverable (its
 	// enqueue time, or the end of its delay) to the start of its handler. Zero for messages
 	// that no handler saw.
 	Lag time.Duration
 }
+
+// Result names what became of a message, as logs and metrics count it.
+type Result string
+
+// Results, one per platform.ActionKind.
+const (
+	Acked        Result = "acked"         // done: acked, or its event ended normally
+	Retried      Result = "retried"       // to be delivered again
+	DeadLettered Result = "dead_lettered" // moved to its consumer's dead-letter queue
+	Dropped      Result = "dropped"       // deleted: its retries were spent and there is no dead-letter queue
+	Released     Result = "released"      // given back undelivered, attempts unchanged
+)
+
+// ResultOf names an action.
+func ResultOf(a platform.Action) Result {
+	switch a.Kind {
+	case platform.Done:
+		return Acked
+	case platform.Redeliver:
+		return Retried
+	case platform.DeadLetter:
+		return DeadLettered
+	case platform.Drop:
+		return Dropped
+	}
+	return Released
+}
+
+// OperationReport is one operator operation, from whichever surface asked for it (a command,
+// the dashboard, Cloudflare's API, a Go program through the server's Client).
+type OperationReport struct {
+	Op       Op
+	Queue    string
+	To       string // replay: the queue the messages went to
+	Messages int64  // how many messages it removed, moved or read; -1 when the platform cannot tell
+	Err      error
+	Start    time.Time
+	Duration time.Duration
+}
+
+// Op names an operator operation.
+type Op string
+
+// Operator operations.
+const (
+	OpPeek        Op = "peek"
+	OpReplay      Op = "replay"
+	OpPurge       Op = "purge"
+	OpDelete      Op = "delete"
+	OpPause       Op = "pause"
+	OpResume      Op = "resume"
+	OpDeleteQueue Op = "delete_queue"
+	OpCreateQueue Op = "create_queue"
+)
 
 // SettleReport is messages the host resolved without running an event.
 type SettleReport struct {
@@ -128,8 +184,8 @@ const (
 	// Exhausted: delivered once more than max_retries allows (a crash or shutdown redelivered
 	// them before their last failure was recorded), so dead-lettered or dropped undelivered.
 	Exhausted SettleReason = "exhausted"
-	// Released: received while the host was halting; given back, attempts unchanged.
-	Released SettleReason = "released"
+	// Halting: received while the host was halting; given back, attempts unchanged.
+	Halting SettleReason = "released"
 )
 
 // SendReport is one call of 发送队列消息 or 批量发送队列消息 that passed its checks.
@@ -146,10 +202,11 @@ type SendReport struct {
 	Duration time.Duration
 }
 
-func (*EventReport) report()  {}
-func (*StartReport) report()  {}
-func (*SettleReport) report() {}
-func (*SendReport) report()   {}
+func (*EventReport) report()     {}
+func (*StartReport) report()     {}
+func (*SettleReport) report()    {}
+func (*SendReport) report()      {}
+func (*OperationReport) report() {}
 
 // lag is how long m waited for a handler that started at start.
 func lag(m platform.Message, start time.Time) time.Duration {

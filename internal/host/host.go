@@ -18,34 +18,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/event"
 	"github.com/duilie/duilie/platform"
 )
 
-// Event is one run of a program (see package duilie).
-type Event = event.Event
-
-// Kind is an event's kind, as 读取入站事件种类 reports it.
-type Kind = event.Kind
+// The event's names, as the host's own code uses them.
+type (
+	// Event is one run of a program (see package duilie).
+	Event = event.Event
+	// Kind is an event's kind, as 读取入站事件种类 reports it.
+	Kind = event.Kind
+	// Handler is a program's queue handler.
+	Handler = duilie.Handler
+	// FetchHandler is a program's fetch handler.
+	FetchHandler = duilie.FetchHandler
+)
 
 // Event kinds.
 const (
 	QueueEvent = event.QueueEvent // a batch delivery
 	FetchEvent = event.FetchEvent // an HTTP request
 )
-
-// Handler is a program: the host calls it once per event. Returning an error or panicking fails
-// the event; so does an abort, whatever the handler returns.
-type Handler = event.Handler
-
-// Exception is a catchable failure (豫言异常); its Error is the spec's message.
-type Exception = event.Exception
-
-// Abort is a host abort; its Error is the spec's message.
-type Abort = event.Abort
-
-// AbortTimeLimit is the abort reason of an event past its time limit, or halted.
-const AbortTimeLimit = event.AbortTimeLimit
 
 // Permissions is the host's allow-list (许可), shaped {"QUEUE":["PAGE_QUEUE", …]}.
 type Permissions struct {
@@ -145,29 +139,29 @@ type runtime Host
 
 // Resolve finds a binding's queue, or says why the event must abort, or returns the
 // platform's failure to provide the queue.
-func (rt *runtime) Resolve(ctx context.Context, binding string) (platform.Queue, string, string, error) {
+func (rt *runtime) Resolve(ctx context.Context, binding string) (platform.Queue, string, *event.Abort, error) {
 	h := (*Host)(rt)
 	if !h.permitted[binding] {
-		return nil, "", event.AbortNotPermitted + binding, nil
+		return nil, "", event.NotPermitted.With(binding), nil
 	}
 	name, ok := h.cfg.Bindings[binding]
 	if !ok {
-		return nil, "", event.AbortNoBinding + binding, nil
+		return nil, "", event.NoBinding.With(binding), nil
 	}
 	h.mu.Lock()
 	q, ok := h.queues[name]
 	h.mu.Unlock()
 	if ok {
-		return q, name, "", nil
+		return q, name, nil, nil
 	}
 	q, err := h.cfg.Platform.Queue(ctx, name)
 	if err != nil {
-		return nil, name, "", err
+		return nil, name, nil, err
 	}
 	h.mu.Lock()
 	h.queues[name] = q
 	h.mu.Unlock()
-	return q, name, "", nil
+	return q, name, nil, nil
 }
 
 // Sent reports a send.
@@ -206,7 +200,7 @@ func (h *Host) runEvent(ctx context.Context, kind Kind, b *event.Batch, handler 
 		h.observe(r)
 	}
 	if h.halt.Err() != nil {
-		return ev, event.AbortWith(ev, AbortTimeLimit) // halted: no event runs any more
+		return ev, event.AbortWith(ev, event.TimeLimit) // halted: no event runs any more
 	}
 	return ev, h.run(ev, func() error { return handler(ev) })
 }
@@ -231,7 +225,7 @@ func (h *Host) run(ev *Event, body func() error) error {
 	case err = <-done:
 	case <-ev.Context().Done():
 		// The time limit passed, or the host halted: either way the event cannot finish.
-		err = event.AbortWith(ev, AbortTimeLimit)
+		err = event.AbortWith(ev, event.TimeLimit)
 	}
 	if a := ev.Err(); a != nil {
 		return a

@@ -19,7 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/event"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -131,7 +133,7 @@ func TestAbortKillsProgram(t *testing.T) {
 			if took := time.Since(start); took > 10*time.Second {
 				t.Errorf("the event took %v: the program was not killed", took)
 			}
-			var abort *host.Abort
+			var abort *duilie.Abort
 			if !errors.As(err, &abort) || abort.Reason != tc.abort {
 				t.Fatalf("event failure = %v, want the abort %s", err, tc.abort)
 			}
@@ -192,9 +194,9 @@ func TestMalformedCalls(t *testing.T) {
 				time.sleep(30)
 				note("survived")
 			`)
-			want := AbortMalformed + tc.wrong
+			want := event.BadCall.Reason + tc.wrong
 			err := e.runQueue(1, p.Queue)
-			var abort *host.Abort
+			var abort *duilie.Abort
 			if !errors.As(err, &abort) || abort.Reason != want {
 				t.Fatalf("event failure = %v, want the abort %s", err, want)
 			}
@@ -230,9 +232,9 @@ func TestTimeLimit(t *testing.T) {
 	if took := time.Since(start); took < 2*time.Second || took > 7*time.Second {
 		t.Errorf("the event took %v, want the 2 s limit", took)
 	}
-	var abort *host.Abort
-	if !errors.As(err, &abort) || abort.Reason != host.AbortTimeLimit {
-		t.Fatalf("event failure = %v, want the abort %s", err, host.AbortTimeLimit)
+	var abort *duilie.Abort
+	if !errors.As(err, &abort) || !errors.Is(abort, duilie.ErrTimeLimit) {
+		t.Fatalf("event failure = %v, want the abort %s", err, duilie.ErrTimeLimit)
 	}
 	assertGone(t, out)
 	if ds := e.receive(1); ds[0].Attempts != 2 {
@@ -310,13 +312,13 @@ func TestStraggler(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.putBodies("1")
-	relative := &Program{Command: []string{"./app.sh"}, Dir: dir, Bridge: e.bridge, Logger: e.log}
+	relative := &Runner{Command: []string{"./app.sh"}, Dir: dir, Bridge: e.bridge, Logger: e.log}
 	if err := e.runQueue(1, relative.Queue); err != nil {
 		t.Errorf("./app.sh in Dir: %v", err)
 	}
 
 	e.putBodies("1")
-	missing := &Program{Command: []string{"./no-such-program"}, Dir: t.TempDir(), Bridge: e.bridge, Logger: e.log}
+	missing := &Runner{Command: []string{"./no-such-program"}, Dir: t.TempDir(), Bridge: e.bridge, Logger: e.log}
 	var se *host.StartError
 	if err := e.runQueue(1, missing.Queue); !errors.As(err, &se) || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("event failure = %v, want a start failure", err)
@@ -389,7 +391,7 @@ func TestOutputLogged(t *testing.T) {
 		sys.stdout.write("x" * 70000 + "\nno newline")
 	`)
 	var id string
-	if err := e.runQueue(1, func(ev *host.Event) error { id = ev.ID(); return p.Queue(ev) }); err != nil {
+	if err := e.runQueue(1, func(ev *duilie.Event) error { id = ev.ID(); return p.Queue(ev) }); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -562,7 +564,7 @@ func TestCurlProgram(t *testing.T) {
 		curl -fsS --noproxy '*' --data-binary '["确认队列消息",0]' "$DUILIE_BRIDGE" || exit 1
 		curl -fsS --noproxy '*' --data-binary "[\"确认队列消息\",$BAD_INDEX]" "$DUILIE_BRIDGE" || exit 1
 	`
-	p := &Program{Command: []string{"sh", "-c", dedent(script)}, Env: []string{"BAD_INDEX=0"}, Bridge: e.bridge, Logger: e.log}
+	p := &Runner{Command: []string{"sh", "-c", dedent(script)}, Env: []string{"BAD_INDEX=0"}, Bridge: e.bridge, Logger: e.log}
 	e.putBodies(`{"n":0}`)
 	if err := e.runQueue(1, p.Queue); err != nil {
 		t.Fatalf("event failed: %v", err)
@@ -583,7 +585,7 @@ func TestCurlProgram(t *testing.T) {
 	}
 }
 
-// TestHaltAndWait: when the host halts, the running event is aborted at once; Program.Wait
+// TestHaltAndWait: when the host halts, the running event is aborted at once; Runner.Wait
 // returns once the program is reaped and its group killed, so a host that exits after Wait
 // leaves no program behind.
 func TestHaltAndWait(t *testing.T) {
@@ -601,7 +603,7 @@ func TestHaltAndWait(t *testing.T) {
 		}
 	}
 	e.host.Halt()
-	var abort *host.Abort
+	var abort *duilie.Abort
 	if err := <-done; !errors.As(err, &abort) {
 		t.Errorf("event failure = %v, want an abort", err)
 	}

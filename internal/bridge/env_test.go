@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duilie/duilie/host"
+	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -128,10 +129,10 @@ func newEnv(t testing.TB, timeLimit time.Duration) *env {
 
 // program is a Python program: bridgeprog's functions imported, then code. It runs in
 // testdata with $OUT, where it records what it saw; out reads that back.
-func (e *env) program(code string) (*Program, *outFile) {
+func (e *env) program(code string) (*Runner, *outFile) {
 	e.t.Helper()
 	out := &outFile{t: e.t, path: filepath.Join(e.t.TempDir(), "out.jsonl")}
-	return &Program{
+	return &Runner{
 		Command: []string{e.python, "-c", "from bridgeprog import *\n" + dedent(code)},
 		Dir:     testdata,
 		Env:     []string{"PYTHONPATH=" + testdata, "PYTHONDONTWRITEBYTECODE=1", "OUT=" + out.path},
@@ -171,7 +172,7 @@ func (e *env) receive(n int) []platform.Delivery {
 
 // runQueue runs handler as the queue event of the n messages ready on "in" and settles it.
 // It returns the event's failure.
-func (e *env) runQueue(n int, handler host.Handler) error {
+func (e *env) runQueue(n int, handler duilie.Handler) error {
 	s, failure := e.host.RunBatch(context.Background(), e.cc, e.receive(n), handler)
 	if err := e.cons.Settle(context.Background(), s); err != nil {
 		e.t.Fatal(err)
@@ -182,7 +183,7 @@ func (e *env) runQueue(n int, handler host.Handler) error {
 // settle ends deliveries with an event that succeeds, so the queue is empty again.
 func (e *env) settle(ds []platform.Delivery) {
 	e.t.Helper()
-	s, err := e.host.RunBatch(context.Background(), e.cc, ds, func(*host.Event) error { return nil })
+	s, err := e.host.RunBatch(context.Background(), e.cc, ds, func(*duilie.Event) error { return nil })
 	if err == nil {
 		err = e.cons.Settle(context.Background(), s)
 	}

@@ -253,7 +253,7 @@ func (b *backoff) wait(ctx context.Context) bool {
 
 // release gives deliveries back to the platform, ready again with their attempts unchanged.
 func (h *Host) release(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery) {
-	h.settleUnrun(ctx, c, releasing(cc.Queue, ds), Released)
+	h.settleUnrun(ctx, c, releasing(cc.Queue, ds), Halting)
 }
 
 // releasing is the settlement that gives deliveries no program saw back to the platform: each
@@ -377,7 +377,7 @@ func (h *Host) runQueueEvent(ctx context.Context, cc ConsumerConfig, ds []platfo
 func messageReports(s platform.Settlement, start time.Time) []MessageReport {
 	out := make([]MessageReport, len(s.Messages))
 	for i, r := range s.Messages {
-		out[i] = MessageReport{ID: r.ID, Attempts: r.Attempts, Call: r.Call, Action: r.Action}
+		out[i] = MessageReport{ID: r.ID, Attempts: r.Attempts, Call: r.Call, Action: r.Action, Result: ResultOf(r.Action)}
 		if !start.IsZero() {
 			out[i].Lag = lag(r.Message, start)
 		}
