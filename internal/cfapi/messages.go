@@ -80,9 +80,8 @@ func item(o object, delay int) (platform.BatchItem, error) {
 	}
 	norm, err := duilie.CheckBody(raw, 0)
 	if err != nil {
-		var ex *duilie.Exception
-		if errors.As(err, &ex) && ex.Message == "消息体超过 128000 字节" {
-			return it, errMessageSize("a message body is at most 128000 bytes (" + ex.Message + ")")
+		if errors.Is(err, duilie.ErrBodyTooLarge) {
+			return it, errMessageSize("a message body is at most 128000 bytes (" + err.Error() + ")")
 		}
 		return it, errInvalid(o.path + "body: " + err.Error())
 	}
