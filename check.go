@@ -106,6 +106,17 @@ func CheckBatch(text []byte) ([]platform.BatchItem, error) {
 	return items, nil
 }
 
+// CheckBatchText applies CheckBatch's checks to a sendBatch input text and returns the items as
+// sendBatch receives them, as JSON text:
+// [{"body":<v>,"contentType":"json"[,"delaySeconds":n]},…], keys in that order.
+func CheckBatchText(text []byte) ([]byte, error) {
+	items, err := CheckBatch(text)
+	if err != nil {
+		return nil, err
+	}
+	return platform.AppendItemsJSON(nil, items), nil
+}
+
 // checkItem checks one normalized batch item, held in item.Body, and replaces it with the
 // item's body and delay.
 func checkItem(item *platform.BatchItem) error {

@@ -126,57 +126,6 @@ func (c *CloudflareAPI) check(getenv func(string) string) error {
 	return errors.Join(errs...)
 }
 
-// WithDeliveryDelays returns p with the configuration's delivery delays applied to every send
-// and sendBatch, as a serve applies them to its programs' sends: local commands (duilie send)
-// use it so that a message waits the same wherever it was sent from.
-func (cfg *Config) WithDeliveryDelays(p platform.Platform) platform.Platform {
-	if len(cfg.DeliveryDelays) == 0 {
-		return p
-	}
-	delays := maps.Clone(cfg.DeliveryDelays)
-	return delaying{p, func(q string) int { return delays[q] }}
-}
-
-// delaying applies each queue's delivery delay to the sends of the host's programs: a message
-// sent without a delay of its own waits that long, as a Cloudflare Queue binding with
-// delivery_delay (or a queue with settings.delivery_delay) delays it.
-type delaying struct {
-	platform.Platform
-	delay func(queue string) int
-}
-
-func (p delaying) Queue(ctx context.Context, name string) (platform.Queue, error) {
-	q, err := p.Platform.Queue(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return delayingQueue{q, func() int { return p.delay(name) }}, nil
-}
-
-type delayingQueue struct {
-	platform.Queue
-	delay func() int
-}
-
-func (q delayingQueue) Send(ctx context.Context, body []byte, opts platform.SendOptions) error {
-	if opts.DelaySeconds == 0 {
-		opts.DelaySeconds = q.delay()
-	}
-	return q.Queue.Send(ctx, body, opts)
-}
-
-func (q delayingQueue) SendBatch(ctx context.Context, items []platform.BatchItem) error {
-	if d := q.delay(); d > 0 {
-		items = slices.Clone(items)
-		for i := range items {
-			if items[i].DelaySeconds == 0 {
-				items[i].DelaySeconds = d
-			}
-		}
-	}
-	return q.Queue.SendBatch(ctx, items)
-}
-
 // programs lets the API start and stop the host's program consumers (worker consumers).
 type programs struct{ s *Server }
 

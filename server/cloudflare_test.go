@@ -13,8 +13,7 @@ import (
 // in a send and in each item of a batch; an explicit delay is kept; other queues are untouched.
 func TestDeliveryDelays(t *testing.T) {
 	mp := memory.New(memory.Options{Record: true})
-	cfg := &Config{DeliveryDelays: map[string]int{"slow": 60}}
-	p := cfg.WithDeliveryDelays(mp)
+	p := delaying{mp, newDeliveryDelays(map[string]int{"slow": 60})}
 	ctx := context.Background()
 	slow, _ := p.Queue(ctx, "slow")
 	fast, _ := p.Queue(ctx, "fast")
@@ -35,9 +34,6 @@ func TestDeliveryDelays(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("calls\n%q\nwant\n%q", got, want)
-	}
-	if (&Config{}).WithDeliveryDelays(mp) != platform.Platform(mp) {
-		t.Error("no delays: the platform should be returned as it is")
 	}
 }
 

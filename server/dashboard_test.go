@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/platform/memory"
 )
@@ -465,11 +464,7 @@ func TestDashboardPullConsumerDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(ctx)
-	dead, err := srv.Platform().Queue(ctx, "audit-dlq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.Send(ctx, []byte(`{"n":1}`), platform.SendOptions{ContentType: platform.JSON}); err != nil {
+	if err := srv.Client().Push(ctx, "audit-dlq", PushMessage{Body: []byte(`{"n":1}`), ContentType: "json"}); err != nil {
 		t.Fatal(err)
 	}
 	url := "http://" + srv.DashboardAddr()

@@ -57,6 +57,7 @@ import (
 	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/bridge"
 	"github.com/duilie/duilie/internal/cfapi"
+	"github.com/duilie/duilie/internal/dashboard"
 	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 
@@ -181,7 +182,10 @@ type Server struct {
 
 	cmu     sync.Mutex
 	running map[string]*running // program consumers, by queue
+	dlqs    map[string]string   // the dead-letter queues of consumers started at run time, by queue
 	failed  []error             // configured consumers that stopped on their own
+
+	client *Client
 
 	// live is the host and its program's kill once started: Halt, Do and Handler read it
 	// without mu, which Shutdown holds for the whole grace period.
@@ -201,13 +205,21 @@ type live struct {
 
 // New checks cfg and makes a Server; nothing runs until Start. Mistakes are a *ConfigError.
 func New(cfg Config) (*Server, error) {
+	if err := cfg.prepare(true); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// prepare fills in cfg's defaults and checks it, for a server when serving, else for a client.
+func (cfg *Config) prepare(serving bool) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Platform == nil {
 		pc, err := platform.NewConfig(platform.DefaultKind)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cfg.Platform = pc
 	}
@@ -220,15 +232,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxFetchConcurrency == 0 {
 		cfg.MaxFetchConcurrency = DefaultMaxFetchConcurrency()
 	}
-	if err := cfg.check(); err != nil {
-		return nil, err
-	}
-	return &Server{cfg: cfg, log: cfg.Logger}, nil
+	return cfg.check(serving)
 }
 
 // check finds every mistake in a configuration made in Go (ParseConfig has checked a file's
-// settings already, and they pass again) and in what the program can run.
-func (cfg *Config) check() error {
+// settings already, and they pass again) and, when serving, in what the program can run.
+func (cfg *Config) check(serving bool) error {
 	c := &checker{file: cfg.File, dir: cfg.Dir}
 	if cfg.wrangler {
 		c.ns = "duilie."
@@ -255,10 +264,18 @@ func (cfg *Config) check() error {
 	c.deadLetterCycles(cfg.Consumers, nil)
 	c.invalid(c.ns+"app", nil, cfg, cfg.checkApp(nil), nil)
 	c.invalid(c.ns+"platform", nil, cfg.Platform, cfg.Platform.Validate(), nil)
-	_, tokenErr := cfg.Dashboard.token()
-	c.invalid(c.ns+"dashboard", nil, cfg.Dashboard, errors.Join(cfg.Dashboard.Validate(), tokenErr), nil)
-	c.cloudflare(cfg, nil, nil, os.Getenv)
-	c.program(cfg)
+	dashErr := cfg.Dashboard.Validate()
+	if serving {
+		_, tokenErr := cfg.Dashboard.token()
+		dashErr = errors.Join(dashErr, tokenErr)
+	}
+	c.invalid(c.ns+"dashboard", nil, cfg.Dashboard, dashErr, nil)
+	if serving {
+		c.cloudflare(cfg, nil, nil, os.Getenv)
+		c.program(cfg)
+	} else {
+		c.cloudflare(cfg, nil, nil, nil)
+	}
 	if len(c.mistakes) > 0 {
 		return &ConfigError{c.mistakes}
 	}
@@ -408,27 +425,33 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}
 
+	// Every report reaches the log, the configured observers and the dashboard: the client's
+	// operations as well as the host's events.
 	observers := append([]Observer{LogObserver(log)}, cfg.Observers...)
-	token, _ := cfg.Dashboard.token() // checked by New
-	dash := s.newDashboard(token)
-	if dash != nil {
-		observers = append(observers, dash.Observe)
-	}
+	var dash *dashboard.Dashboard
+	s.client = newClient(cfg, s, func(r Report) {
+		for _, o := range observers {
+			o(r)
+		}
+		if dash != nil {
+			dash.Observe(r)
+		}
+	})
+	s.client.raw, s.client.p = s.p, delaying{s.p, s.client.delays}
 	s.h, err = host.New(host.Config{
-		Platform:    delaying{s.p, s.deliveryDelay},
+		Platform:    s.client.p,
 		Permissions: cfg.Permissions,
 		Bindings:    cfg.Bindings,
 		TimeLimit:   cfg.TimeLimit,
 		Logger:      log,
-		Observer: func(r Report) {
-			for _, o := range observers {
-				o(r)
-			}
-		},
+		Observer:    s.client.observe,
 	})
 	if err != nil {
 		return err
 	}
+	s.client.h = s.h
+	token, _ := cfg.Dashboard.token() // checked by New
+	dash = s.newDashboard(token)
 	if s.run, err = newRunner(cfg, s.h, log); err != nil {
 		return err
 	}
@@ -441,7 +464,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	// Consumers stop on their own context, not ctx, so that the grace period is ours to run.
 	s.consumeCtx, s.stopConsuming = context.WithCancel(context.WithoutCancel(ctx))
 	s.fatal = make(chan error, 1)
-	s.running = map[string]*running{}
+	s.running, s.dlqs = map[string]*running{}, map[string]string{}
 	if err := s.startCloudflareAPI(ctx); err != nil {
 		return err
 	}
@@ -523,6 +546,7 @@ func (s *Server) stopConsumer(ctx context.Context, queue string) error {
 	s.cmu.Lock()
 	r, ok := s.running[queue]
 	delete(s.running, queue)
+	delete(s.dlqs, queue)
 	s.cmu.Unlock()
 	if !ok {
 		return nil
@@ -535,15 +559,6 @@ func (s *Server) stopConsumer(ctx context.Context, queue string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// deliveryDelay is the queue's delivery delay: the API's (which starts from the configured
-// one and changes with settings.delivery_delay), or the configured one.
-func (s *Server) deliveryDelay(queue string) int {
-	if s.api != nil {
-		return s.api.DeliveryDelay(queue)
-	}
-	return s.cfg.DeliveryDelays[queue]
 }
 
 // stopAPI stops serving Cloudflare's API and its http_pull consumers.
@@ -685,11 +700,12 @@ func (s *Server) Handler(fn duilie.FetchHandler) http.Handler {
 	})
 }
 
-// Platform is the open platform, or nil before Start.
-func (s *Server) Platform() platform.Platform {
+// Client is the running server's client: the operator's operations and sends on the server's
+// own platform and host, reported to its observers. It is nil before Start.
+func (s *Server) Client() *Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.p
+	return s.client
 }
 
 // FetchAddr is the address the fetch listener listens on, or "" when there is none.

@@ -83,7 +83,7 @@ func TestServerInCode(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Shutdown(context.Background())
-			if srv.Platform() == nil || srv.FetchAddr() == "" {
+			if srv.Client() == nil || srv.FetchAddr() == "" {
 				t.Fatal("no platform or fetch listener after Start")
 			}
 			resp, err := http.Post("http://"+srv.FetchAddr()+"/", "application/json", strings.NewReader(`{ "url" : "/a" }`))
@@ -196,9 +196,9 @@ func TestDoAndHandler(t *testing.T) {
 	if err := srv.Do(context.Background(), func(ev *duilie.Event) error { return duilie.Send(ev, "NOPE", `1`, 0) }); !errors.As(err, &ab) {
 		t.Errorf("an unpermitted binding: %v", err)
 	}
-	stats, err := srv.Platform().(platform.Stater).Stats(context.Background())
+	stats, err := srv.Client().Queues(context.Background())
 	if err != nil || len(stats) != 1 || stats[0].Ready != 2 {
-		t.Errorf("stats %+v %v", stats, err)
+		t.Errorf("queues %+v %v", stats, err)
 	}
 }
 
@@ -278,10 +278,11 @@ func TestExhaustedLogLine(t *testing.T) {
 	cc := server.DefaultConsumerConfig("q")
 	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 0, "dead", 0
 	settled := make(chan struct{}, 1)
+	mp := memory.New(memory.Options{})
 	srv, err := server.New(server.Config{
 		Consumers: []server.ConsumerConfig{cc},
 		Program:   &duilie.Program{Queue: func(*duilie.Event) error { return nil }},
-		Platform:  &memory.Config{},
+		Platform:  &memory.Config{Platform: mp},
 		Logger:    slog.New(slog.NewTextHandler(log, nil)),
 		Observers: []server.Observer{func(r server.Report) {
 			if _, ok := r.(*server.SettleReport); ok {
@@ -296,7 +297,7 @@ func TestExhaustedLogLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(context.Background())
-	srv.Platform().(*memory.Platform).Put("q", platform.Message{ID: "x", Attempts: 2, Body: []byte("1"), ContentType: platform.JSON})
+	mp.Put("q", platform.Message{ID: "x", Attempts: 2, Body: []byte("1"), ContentType: platform.JSON})
 	select {
 	case <-settled:
 	case <-time.After(10 * time.Second):

@@ -14,7 +14,6 @@ import (
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/cfapi"
 	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
 	"github.com/duilie/duilie/server"
 )
@@ -322,9 +321,10 @@ func TestNoProgramNoWorker(t *testing.T) {
 // refuse sends; the engine cannot.)
 func TestOverloaded(t *testing.T) {
 	t.Parallel()
-	e := start(t, server.Config{Platform: &memory.Config{}})
+	mp := memory.New(memory.Options{})
+	e := start(t, server.Config{Platform: &memory.Config{Platform: mp}})
 	id := e.create("busy")
-	e.srv.Platform().(*memory.Platform).RejectSends("busy", "Queue is full")
+	mp.RejectSends("busy", "Queue is full")
 	_, err := e.q.Messages.Push(e.ctx, id, queues.MessagePushParams{AccountID: acc, Body: queues.MessagePushParamsBody{Body: cloudflare.F[any](1)}})
 	wantAPIErr(t, err, http.StatusTooManyRequests, 10250)
 	// The SDK retries a 429 as many times as it is told to (after the Retry-After second the
@@ -339,12 +339,11 @@ func TestOverloaded(t *testing.T) {
 	if n := requests.Load(); n != 3 {
 		t.Errorf("%d requests, want 3", n)
 	}
-	e.srv.Platform().(*memory.Platform).Accept("busy")
+	mp.Accept("busy")
 	if _, err := e.q.Messages.Push(e.ctx, id, queues.MessagePushParams{AccountID: acc, Body: queues.MessagePushParamsBody{Body: cloudflare.F[any](1)}}); err != nil {
 		t.Fatal(err)
 	}
 	if s := e.stats("busy"); s.Ready != 1 {
 		t.Errorf("stats %+v", s)
 	}
-	var _ platform.Platform = e.srv.Platform()
 }

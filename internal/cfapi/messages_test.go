@@ -10,7 +10,6 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6"
 	"github.com/cloudflare/cloudflare-go/v6/queues"
 
-	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/server"
 )
 
@@ -249,8 +248,7 @@ func TestDelays(t *testing.T) {
 	if ms := e.pullN(id, 1, time.Minute, 10*time.Second); decodeJSON(t, ms[0]) != `"now"` {
 		t.Errorf("pulled %s", decodeJSON(t, ms[0]))
 	}
-	op := e.srv.Platform().(platform.Operator)
-	page, err := op.Browse(e.ctx, "later", platform.BrowseOptions{State: platform.Delayed})
+	page, err := e.srv.Client().Peek(e.ctx, "later", server.PeekOptions{State: "delayed"})
 	if err != nil || len(page.Messages) != 2 {
 		t.Fatalf("delayed: %+v, %v", page.Messages, err)
 	}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/duilie/duilie/internal/cfapi"
 	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/server"
 )
@@ -172,10 +171,10 @@ func (e *env) ack(id string, acks []string, retries map[string]float64) *queues.
 	return res
 }
 
-// stats is the platform's count of the queue's messages.
-func (e *env) stats(name string) platform.QueueStats {
+// stats is the server's count of the queue's messages.
+func (e *env) stats(name string) server.QueueInfo {
 	e.t.Helper()
-	all, err := e.srv.Platform().(platform.Stater).Stats(e.ctx)
+	all, err := e.srv.Client().Queues(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -185,7 +184,7 @@ func (e *env) stats(name string) platform.QueueStats {
 		}
 	}
 	e.t.Fatalf("no queue %s in the stats", name)
-	return platform.QueueStats{}
+	return server.QueueInfo{}
 }
 
 // eventually waits, up to a generous deadline, until cond holds.

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/platform"
 )
 
 func newCheck() *cobra.Command {
@@ -38,12 +37,11 @@ message on stderr and exits 1.`,
 			}
 			var out []byte
 			if batch {
-				items, err := duilie.CheckBatch(in)
-				if err != nil {
-					return err
-				}
-				out = platform.AppendItemsJSON(nil, items)
-			} else if out, err = duilie.CheckBody(in, delay); err != nil {
+				out, err = duilie.CheckBatchText(in)
+			} else {
+				out, err = duilie.CheckBody(in, delay)
+			}
+			if err != nil {
 				return err
 			}
 			if _, err := cmd.OutOrStdout().Write(append(out, '\n')); err != nil {

@@ -436,9 +436,11 @@ func TestSendExitStatuses(t *testing.T) {
 	if r.code != 78 || !strings.HasSuffix(r.stderr, "duilie.toml: no such file (write one, or name it with --config)\n") {
 		t.Errorf("missing config: exit %d, stderr %q", r.code, r.stderr)
 	}
-	// Three messages were accepted: 1 + 2 from the batch (one delayed) + 1 delayed.
+	// Three messages were accepted: 1 + 2 from the batch (one delayed) + 1 delayed. The queue
+	// of the binding that is not permitted is listed too: the configuration names it.
 	r = runDuilie(t, "", nil, "queues", "--json", "--config", cfg)
-	want := `[{"queue":"jobs","ready":2,"delayed":2,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null}]` + "\n"
+	want := `[{"queue":"jobs","ready":2,"delayed":2,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null},` +
+		`{"queue":"secret","ready":0,"delayed":0,"in_flight":0,"paused":false,"lost":0,"dead_letter_queue":null}]` + "\n"
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("queues --json: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
 	}

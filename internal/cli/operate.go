@@ -2,13 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/server"
 )
 
@@ -27,92 +23,31 @@ import (
 const operateExitStatus = `Exit status: 0 success; 64 usage; 78 the configuration; 69 the engine is unavailable, or
 the queue or message does not exist.`
 
-// loadOperate checks the queue names of an operator's command and loads the configuration.
-func loadOperate(configPath string, queues []string) (*server.Config, error) {
-	for _, q := range queues {
-		if err := platform.CheckQueueName(q); err != nil {
-			return nil, usageErr("%v", err)
-		}
-	}
-	return server.LoadConfig(configPath)
-}
-
-// operate opens the configuration's platform as a local command and runs fn with the
-// platform's operator operations. Queues the configuration names are created first, as serve
-// creates them, so they can be paused or peeked before any serve has run.
-func operate(cmd *cobra.Command, cfg *server.Config, queues []string, fn func(ctx context.Context, op platform.Operator) error) error {
-	ctx := cmd.Context()
-	p, err := openPlatform(ctx, cfg)
+// operate loads the configuration and runs fn with a client of it, as send does (reaching a
+// running serve, or opening the data directory itself), mapping its errors to exit statuses.
+func operate(cmd *cobra.Command, configPath string, fn func(ctx context.Context, c *server.Client) error) error {
+	cfg, err := server.LoadConfig(configPath)
 	if err != nil {
 		return err
 	}
-	defer p.Close()
-	op, ok := p.(platform.Operator)
-	if !ok {
-		return unavailable(errors.New("platform kind " + cfg.Platform.Kind() + " has no operator operations"))
+	ctx := cmd.Context()
+	c, err := openClient(ctx, cfg)
+	if err != nil {
+		return err
 	}
-	for _, q := range queues {
-		if slices.Contains(cfg.Queues(), q) {
-			if _, err := p.Queue(ctx, q); err != nil {
-				return unavailable(err)
-			}
-		}
-	}
-	if err := fn(ctx, op); err != nil {
-		var xe *exitError
-		if errors.As(err, &xe) {
-			return err
-		}
-		return unavailable(err)
+	defer c.Close()
+	if err := fn(ctx, c); err != nil {
+		return clientErr(err)
 	}
 	// Closing drains the connection: what the operation sent has reached the engine.
-	if err := p.Close(); err != nil {
-		return unavailable(fmt.Errorf("closing the platform: %w", err))
+	if err := c.Close(); err != nil {
+		return unavailable(err)
 	}
 	return nil
 }
 
 func configFlag(c *cobra.Command, path *string) {
 	c.Flags().StringVar(path, "config", server.DefaultConfigFile, "configuration file")
-}
-
-// peekedMessage is one message of peek --json.
-type peekedMessage struct {
-	ID          string          `json:"id"`
-	State       platform.State  `json:"state"`
-	Attempts    int             `json:"attempts"`
-	Timestamp   int64           `json:"timestamp"`
-	Due         *int64          `json:"due,omitempty"`
-	Delivered   *int64          `json:"delivered,omitempty"`
-	ContentType string          `json:"content_type"`
-	Body        json.RawMessage `json:"body"`
-}
-
-// bodyJSON is a body as a JSON value: itself for JSON, a string for text, base64 for the rest.
-func bodyJSON(m platform.StoredMessage) json.RawMessage {
-	switch m.ContentType {
-	case platform.JSON:
-		if json.Valid(m.Body) {
-			return m.Body
-		}
-	case platform.Text:
-		b, _ := json.Marshal(string(m.Body))
-		return b
-	}
-	b, _ := json.Marshal(base64.StdEncoding.EncodeToString(m.Body))
-	return b
-}
-
-func peeked(m platform.StoredMessage) peekedMessage {
-	out := peekedMessage{ID: m.ID, State: m.State, Attempts: m.Attempts, Timestamp: m.Timestamp,
-		ContentType: string(m.ContentType), Body: bodyJSON(m)}
-	if m.State == platform.Delayed && m.Due > 0 {
-		out.Due = &m.Due
-	}
-	if m.State == platform.InFlight && m.Delivered > 0 {
-		out.Delivered = &m.Delivered
-	}
-	return out
 }
 
 // msTime prints a Unix-ms time in UTC with milliseconds, or "-" for none.
@@ -148,25 +83,14 @@ string, any other as base64. Nothing is taken or changed.
   ` + opts.Name + ` peek page-render --state delayed --limit 100 --json`,
 		Args: exactArgs(1, "peek needs the queue to show"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var st platform.State
-			if state != "" {
-				var err error
-				if st, err = platform.ParseState(state); err != nil {
-					return usageErr("--state %q: %v", state, err)
-				}
+			if limit < 1 || limit > server.MaxPeekLimit {
+				return usageErr("--limit %d: must be 1–%d", limit, server.MaxPeekLimit)
 			}
-			if limit < 1 || limit > platform.MaxBrowseLimit {
-				return usageErr("--limit %d: must be 1–%d", limit, platform.MaxBrowseLimit)
-			}
-			cfg, err := loadOperate(configPath, args)
-			if err != nil {
-				return err
-			}
-			return operate(cmd, cfg, args, func(ctx context.Context, op platform.Operator) error {
-				var ms []platform.StoredMessage
+			return operate(cmd, configPath, func(ctx context.Context, c *server.Client) error {
+				var ms []server.Message
 				cursor := ""
 				for len(ms) < limit {
-					page, err := op.Browse(ctx, args[0], platform.BrowseOptions{State: st, Limit: limit - len(ms), Cursor: cursor})
+					page, err := c.Peek(ctx, args[0], server.PeekOptions{State: state, Limit: limit - len(ms), Cursor: cursor})
 					if err != nil {
 						return err
 					}
@@ -177,12 +101,11 @@ string, any other as base64. Nothing is taken or changed.
 				}
 				var out []byte
 				if asJSON {
-					rows := make([]peekedMessage, len(ms))
-					for i, m := range ms {
-						rows[i] = peeked(m)
+					if ms == nil {
+						ms = []server.Message{}
 					}
 					var err error
-					if out, err = json.Marshal(rows); err != nil {
+					if out, err = json.Marshal(ms); err != nil {
 						return &exitError{exitSoftware, err}
 					}
 					out = append(out, '\n')
@@ -200,21 +123,14 @@ string, any other as base64. Nothing is taken or changed.
 	return c
 }
 
-func peekTable(ms []platform.StoredMessage) string {
+func peekTable(ms []server.Message) string {
 	rows := [][]string{{"id", "state", "attempts", "timestamp", "due", "delivered", "body"}}
 	for _, m := range ms {
-		due, delivered := "-", "-"
-		if m.State == platform.Delayed {
-			due = msTime(m.Due)
+		body := string(m.Body)
+		if !m.Readable() {
+			body = fmt.Sprintf("(%s, %d bytes)", m.ContentType, m.Size)
 		}
-		if m.State == platform.InFlight {
-			delivered = msTime(m.Delivered)
-		}
-		body := string(bodyJSON(m))
-		if m.ContentType != platform.JSON && m.ContentType != platform.Text {
-			body = fmt.Sprintf("(%s, %d bytes)", m.ContentType, len(m.Body))
-		}
-		rows = append(rows, []string{m.ID, string(m.State), strconv.Itoa(m.Attempts), msTime(m.Timestamp), due, delivered, body})
+		rows = append(rows, []string{m.ID, m.State, strconv.Itoa(m.Attempts), msTime(m.Timestamp), msTime(m.Due), msTime(m.Delivered), body})
 	}
 	return columns(rows, map[int]bool{2: true})
 }
@@ -258,28 +174,8 @@ A crash in the middle may leave a message in both queues, never in neither.
   ` + opts.Name + ` replay page-dlq --to page-render-v2`,
 		Args: exactArgs(1, "replay needs the dead-letter queue to replay"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 0 {
-				return usageErr("--limit %d: must be 0 (every message) or more", limit)
-			}
-			if delay < 0 || delay > 43200 {
-				return usageErr("--delay %d: must be 0–43200 (seconds)", delay)
-			}
-			queues := args
-			if to != "" {
-				queues = append(queues, to)
-			}
-			cfg, err := loadOperate(configPath, queues)
-			if err != nil {
-				return err
-			}
-			target := to
-			if target == "" {
-				if target, err = replayTarget(cfg, args[0]); err != nil {
-					return err
-				}
-			}
-			return operate(cmd, cfg, queues, func(ctx context.Context, op platform.Operator) error {
-				_, err := op.Move(ctx, args[0], target, platform.MoveOptions{Limit: limit, Delay: time.Duration(delay) * time.Second})
+			return operate(cmd, configPath, func(ctx context.Context, c *server.Client) error {
+				_, err := c.Replay(ctx, args[0], server.ReplayOptions{To: to, Limit: limit, Delay: time.Duration(delay) * time.Second})
 				return err
 			})
 		},
@@ -289,24 +185,6 @@ A crash in the middle may leave a message in both queues, never in neither.
 	c.Flags().IntVar(&delay, "delay", 0, "deliver them this many seconds later (0–43200)")
 	configFlag(c, &configPath)
 	return c
-}
-
-// replayTarget is the queue whose consumer names dlq as its dead-letter queue.
-func replayTarget(cfg *server.Config, dlq string) (string, error) {
-	var sources []string
-	for q, d := range cfg.DeadLetterQueues() {
-		if d == dlq {
-			sources = append(sources, q)
-		}
-	}
-	slices.Sort(sources)
-	switch len(sources) {
-	case 1:
-		return sources[0], nil
-	case 0:
-		return "", usageErr("no consumer in %s names %s as its dead_letter_queue; say where to send its messages with --to QUEUE", cfg.File, dlq)
-	}
-	return "", usageErr("the consumers of %s all name %s as their dead_letter_queue; choose one with --to QUEUE", strings.Join(sources, ", "), dlq)
 }
 
 func newPurge(opts Options) *cobra.Command {
@@ -331,18 +209,14 @@ skips the question, and is required when stdin is not a terminal.
 			if !yes && !isTerminal(in) {
 				return usageErr("purge deletes every message of %s: confirm with --yes (stdin is not a terminal to ask on)", args[0])
 			}
-			cfg, err := loadOperate(configPath, args)
-			if err != nil {
-				return err
-			}
-			return operate(cmd, cfg, args, func(ctx context.Context, op platform.Operator) error {
+			return operate(cmd, configPath, func(ctx context.Context, c *server.Client) error {
 				if !yes {
-					ok, err := confirmPurge(ctx, cmd, op, args[0])
+					ok, err := confirmPurge(ctx, cmd, c, args[0])
 					if err != nil || !ok {
 						return err
 					}
 				}
-				_, err := op.Purge(ctx, args[0])
+				_, err := c.Purge(ctx, args[0])
 				return err
 			})
 		},
@@ -358,18 +232,16 @@ func isTerminal(r io.Reader) bool {
 }
 
 // confirmPurge asks on the terminal whether to purge queue, showing its counts.
-func confirmPurge(ctx context.Context, cmd *cobra.Command, op platform.Operator, queue string) (bool, error) {
+func confirmPurge(ctx context.Context, cmd *cobra.Command, c *server.Client, queue string) (bool, error) {
 	what := ""
-	if st, ok := op.(platform.Stater); ok {
-		if stats, err := st.Stats(ctx); err == nil {
-			for _, s := range stats {
-				switch {
-				case s.Queue != queue:
-				case s.Backlog != nil: // all the platform counts (Cloudflare)
-					what = fmt.Sprintf(" (a backlog of %d)", *s.Backlog)
-				default:
-					what = fmt.Sprintf(" (%d ready, %d delayed, %d in flight)", s.Ready, s.Delayed, s.InFlight)
-				}
+	if qs, err := c.Queues(ctx); err == nil {
+		for _, q := range qs {
+			switch {
+			case q.Queue != queue:
+			case q.Backlog != nil: // all the platform counts (Cloudflare)
+				what = fmt.Sprintf(" (a backlog of %d)", *q.Backlog)
+			default:
+				what = fmt.Sprintf(" (%d ready, %d delayed, %d in flight)", q.Ready, q.Delayed, q.InFlight)
 			}
 		}
 	}
@@ -393,12 +265,9 @@ retries it stores it again.
 		Example: `  ` + opts.Name + ` delete page-dlq 4f0c2a9e1b7d4c3a8e6f5d2c1b0a9e8f`,
 		Args:    exactArgs(2, "delete needs the queue and the id of the message to delete"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadOperate(configPath, args[:1])
-			if err != nil {
+			return operate(cmd, configPath, func(ctx context.Context, c *server.Client) error {
+				_, err := c.Delete(ctx, args[0], args[1])
 				return err
-			}
-			return operate(cmd, cfg, args[:1], func(ctx context.Context, op platform.Operator) error {
-				return op.Delete(ctx, args[0], args[1])
 			})
 		},
 	}
@@ -422,15 +291,11 @@ Pausing a paused queue changes nothing.`
 		Example:               `  ` + opts.Name + ` ` + name + ` page-render`,
 		Args:                  exactArgs(1, name+" needs the queue to "+name),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadOperate(configPath, args)
-			if err != nil {
-				return err
-			}
-			return operate(cmd, cfg, args, func(ctx context.Context, op platform.Operator) error {
+			return operate(cmd, configPath, func(ctx context.Context, c *server.Client) error {
 				if resume {
-					return op.Resume(ctx, args[0])
+					return c.Resume(ctx, args[0])
 				}
-				return op.Pause(ctx, args[0])
+				return c.Pause(ctx, args[0])
 			})
 		},
 	}

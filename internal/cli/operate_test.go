@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/server"
 )
 
@@ -212,11 +213,11 @@ func TestOperatorCommandErrors(t *testing.T) {
 	}{
 		{[]string{"peek"}, 64, "duilie: peek needs the queue to show\nRun 'duilie peek --help' for usage.\n"},
 		{[]string{"peek", "jobs", "extra"}, 64, "duilie: peek takes 1 argument(s), got 2: jobs extra\nRun 'duilie peek --help' for usage.\n"},
-		{[]string{"peek", "jobs", "--state", "gone"}, 64, "duilie: --state \"gone\": state must be \"ready\", \"delayed\" or \"in_flight\"\nRun 'duilie peek --help' for usage.\n"},
+		{[]string{"peek", "jobs", "--state", "gone"}, 64, "duilie: \"gone\": state must be \"ready\", \"delayed\" or \"in_flight\"\nRun 'duilie peek --help' for usage.\n"},
 		{[]string{"peek", "jobs", "--limit", "0"}, 64, "duilie: --limit 0: must be 1–1000\nRun 'duilie peek --help' for usage.\n"},
 		{[]string{"peek", "Jobs"}, 64, "duilie: queue name \"Jobs\" may hold only lowercase letters, digits and '-', and must start with a letter or digit\nRun 'duilie peek --help' for usage.\n"},
-		{[]string{"replay", "jobs-dead", "--delay", "43201"}, 64, "duilie: --delay 43201: must be 0–43200 (seconds)\nRun 'duilie replay --help' for usage.\n"},
-		{[]string{"replay", "jobs"}, 64, "duilie: no consumer in " + cfg + " names jobs as its dead_letter_queue; say where to send its messages with --to QUEUE\nRun 'duilie replay --help' for usage.\n"},
+		{[]string{"replay", "jobs-dead", "--delay", "43201"}, 64, "duilie: a replay's delay must be 0–43200 seconds, not 43201\nRun 'duilie replay --help' for usage.\n"},
+		{[]string{"replay", "jobs"}, 64, "duilie: no consumer in " + cfg + " names jobs as its dead_letter_queue; say where to send its messages (--to QUEUE)\nRun 'duilie replay --help' for usage.\n"},
 		{[]string{"delete", "jobs"}, 64, "duilie: delete needs the queue and the id of the message to delete\nRun 'duilie delete --help' for usage.\n"},
 		{[]string{"pause"}, 64, "duilie: pause needs the queue to pause\nRun 'duilie pause --help' for usage.\n"},
 	} {
@@ -239,30 +240,35 @@ func TestOperatorCommandErrors(t *testing.T) {
 	}
 }
 
-// An http_pull consumer's dead-letter queue is its queue's, as a program consumer's is: duilie
-// queues shows it and replay sends its messages back to that queue (the example wrangler.toml
-// has one of each).
-func TestPullConsumerDeadLetterQueue(t *testing.T) {
+// duilie queues shows each queue's dead-letter queue, a program consumer's and an http_pull
+// consumer's alike (the example wrangler.toml has one of each), before anything is sent.
+func TestQueuesTable(t *testing.T) {
 	t.Parallel()
 	cfg, err := server.LoadConfig("../../examples/wrangler/wrangler.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for dlq, want := range map[string]string{"page-dlq": "page-render", "audit-dlq": "audit"} {
-		if got, err := replayTarget(cfg, dlq); err != nil || got != want {
-			t.Errorf("replay %s goes to %q (%v), want %s", dlq, got, err, want)
-		}
+	dir := t.TempDir()
+	cfg.Platform = &jetstream.Config{DataDir: dir}
+	c, err := server.Open(context.Background(), *cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var stats []platform.QueueStats
-	for _, q := range []string{"audit", "audit-dlq", "page-dlq", "page-render"} {
-		stats = append(stats, platform.QueueStats{Queue: q})
+	defer c.Close()
+	qs, err := c.Queues(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []queueRow
+	for _, q := range qs {
+		rows = append(rows, rowOf(q))
 	}
 	want := "queue        ready  delayed  in_flight  lost  paused  dead_letter_queue\n" +
 		"audit            0        0          0     0  no      audit-dlq\n" +
 		"audit-dlq        0        0          0     0  no      -\n" +
 		"page-dlq         0        0          0     0  no      -\n" +
 		"page-render      0        0          0     0  no      page-dlq\n"
-	if got := queueTable(queueRows(cfg, stats)); got != want {
+	if got := queueTable(rows); got != want {
 		t.Errorf("queues:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/server"
 )
 
@@ -45,20 +44,19 @@ unavailable; 78 the configuration.`,
 			if err != nil {
 				return err
 			}
-			p, err := openPlatform(cmd.Context(), cfg)
+			c, err := openClient(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
-			defer p.Close()
-			st, ok := p.(platform.Stater)
-			if !ok {
-				return unavailable(errors.New("platform kind " + cfg.Platform.Kind() + " cannot count its messages"))
-			}
-			stats, err := st.Stats(cmd.Context())
+			defer c.Close()
+			qs, err := c.Queues(cmd.Context())
 			if err != nil {
-				return unavailable(err)
+				return clientErr(err)
 			}
-			rows := queueRows(cfg, stats)
+			rows := make([]queueRow, len(qs))
+			for i, q := range qs {
+				rows[i] = rowOf(q)
+			}
 			var out []byte
 			if asJSON {
 				if out, err = json.Marshal(rows); err != nil {
@@ -72,9 +70,9 @@ unavailable; 78 the configuration.`,
 				return err
 			}
 			var damaged []string
-			for _, s := range stats {
-				if s.Damage != "" {
-					damaged = append(damaged, "queue "+s.Queue+": "+s.Damage)
+			for _, q := range qs {
+				if q.Damage != "" {
+					damaged = append(damaged, "queue "+q.Queue+": "+q.Damage)
 				}
 			}
 			if len(damaged) > 0 {
@@ -88,11 +86,27 @@ unavailable; 78 the configuration.`,
 	return c
 }
 
-// queueRow is one queue of duilie queues: the platform's counts, whether it is paused, and
-// the dead-letter queue of its consumer in the configuration (null when it has none).
+// queueRow is one queue of duilie queues --json: the platform's counts, whether it is paused,
+// and the dead-letter queue of its consumer (null when it has none).
 type queueRow struct {
-	platform.QueueStats
+	Queue           string  `json:"queue"`
+	Ready           int64   `json:"ready"`
+	Delayed         int64   `json:"delayed"`
+	InFlight        int64   `json:"in_flight"`
+	Paused          bool    `json:"paused"`
+	Lost            int64   `json:"lost"`
+	Damage          string  `json:"damage,omitempty"`
+	Backlog         *int64  `json:"backlog,omitempty"`
 	DeadLetterQueue *string `json:"dead_letter_queue"`
+}
+
+func rowOf(q server.QueueInfo) queueRow {
+	r := queueRow{Queue: q.Queue, Ready: q.Ready, Delayed: q.Delayed, InFlight: q.InFlight, Paused: q.Paused,
+		Lost: q.Lost, Damage: q.Damage, Backlog: q.Backlog}
+	if q.DeadLetterQueue != "" {
+		r.DeadLetterQueue = &q.DeadLetterQueue
+	}
+	return r
 }
 
 // MarshalJSON writes a row of a platform that counts only unacknowledged messages
@@ -109,19 +123,6 @@ func (r queueRow) MarshalJSON() ([]byte, error) {
 		Paused          bool    `json:"paused"`
 		DeadLetterQueue *string `json:"dead_letter_queue"`
 	}{r.Queue, *r.Backlog, r.Paused, r.DeadLetterQueue})
-}
-
-// queueRows joins the platform's stats with the configuration's consumers.
-func queueRows(cfg *server.Config, stats []platform.QueueStats) []queueRow {
-	dlqs := cfg.DeadLetterQueues()
-	rows := make([]queueRow, len(stats))
-	for i, s := range stats {
-		rows[i].QueueStats = s
-		if dlq, ok := dlqs[s.Queue]; ok {
-			rows[i].DeadLetterQueue = &dlq
-		}
-	}
-	return rows
 }
 
 // queueTable lays the rows out in columns: names left-aligned, counts right-aligned. A

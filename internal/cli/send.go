@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/server"
 )
 
@@ -39,8 +35,8 @@ configuration; 69 the engine or cluster is unavailable.`,
 			if !cmd.Flags().Changed("binding") {
 				return usageErr("send needs --binding, the binding that names the queue")
 			}
-			return sendEvent(cmd, configPath, func(ev *duilie.Event, in []byte) error {
-				return duilie.Send(ev, binding, string(in), delay)
+			return sendEvent(cmd, configPath, func(c *server.Client, in []byte) error {
+				return c.Send(cmd.Context(), binding, string(in), delay)
 			})
 		},
 	}
@@ -67,8 +63,8 @@ data directory itself; exit statuses are those of send.`,
 			if !cmd.Flags().Changed("binding") {
 				return usageErr("send-batch needs --binding, the binding that names the queue")
 			}
-			return sendEvent(cmd, configPath, func(ev *duilie.Event, in []byte) error {
-				return duilie.SendBatch(ev, binding, string(in))
+			return sendEvent(cmd, configPath, func(c *server.Client, in []byte) error {
+				return c.SendBatch(cmd.Context(), binding, string(in))
 			})
 		},
 	}
@@ -77,10 +73,10 @@ data directory itself; exit statuses are those of send.`,
 	return c
 }
 
-// sendEvent runs send in one fetch-kind host event on the configured platform, with stdin as
+// sendEvent runs send in one fetch-kind event of a client of the configuration, with stdin as
 // its input. The platform opens only when the event first resolves a binding, so a body that
 // fails its checks, or a binding that aborts, never touches the engine.
-func sendEvent(cmd *cobra.Command, configPath string, send func(ev *duilie.Event, in []byte) error) error {
+func sendEvent(cmd *cobra.Command, configPath string, send func(c *server.Client, in []byte) error) error {
 	cfg, err := server.LoadConfig(configPath)
 	if err != nil {
 		return err
@@ -89,98 +85,44 @@ func sendEvent(cmd *cobra.Command, configPath string, send func(ev *duilie.Event
 	if err != nil {
 		return &exitError{exitIOErr, fmt.Errorf("reading stdin: %w", err)}
 	}
-	quiet := slog.New(slog.DiscardHandler)
-	lp := &lazyPlatform{open: func(ctx context.Context) (platform.Platform, error) {
-		return openPlatform(ctx, cfg)
-	}}
-	defer lp.Close()
-	h, err := host.New(host.Config{
-		Platform:    cfg.WithDeliveryDelays(lp),
-		Permissions: cfg.Permissions,
-		Bindings:    cfg.Bindings,
-		TimeLimit:   cfg.TimeLimit,
-		Logger:      quiet,
-	})
+	c, err := openClient(cmd.Context(), cfg)
 	if err != nil {
-		return &exitError{exitSoftware, err}
+		return err
 	}
-	failure := h.Run(cmd.Context(), func(ev *duilie.Event) error { return send(ev, in) })
-	if err := lp.openErr(); err != nil {
-		return err // the platform could not be opened: 69 (or 78), whatever the event saw
-	}
-	if failure != nil {
-		return failure
+	defer c.Close()
+	if err := send(c, in); err != nil {
+		return clientErr(err)
 	}
 	// Closing drains the connection, so the message has reached the engine when we exit 0.
-	if err := lp.Close(); err != nil {
-		return unavailable(fmt.Errorf("closing the platform: %w", err))
+	if err := c.Close(); err != nil {
+		return unavailable(err)
 	}
 	return nil
 }
 
-// openPlatform opens the configured platform as a local command does: it reaches the running
-// serve that holds the store, or opens the store itself for a moment. A setting the platform
-// cannot use (a data directory another user could capture) is exit status 78; other failures
-// are 69.
-func openPlatform(ctx context.Context, cfg *server.Config) (platform.Platform, error) {
-	p, err := cfg.OpenPlatform(ctx, platform.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
+// openClient makes a client of the configuration, as every command but serve does: it reaches
+// the running serve that holds the store, or opens the store itself for a moment.
+func openClient(ctx context.Context, cfg *server.Config) (*server.Client, error) {
+	c, err := server.Open(ctx, *cfg)
+	if err != nil {
+		return nil, err // a *server.ConfigError: 78
+	}
+	return c, nil
+}
+
+// clientErr gives a client's error its exit status: the interface's exceptions (1) and aborts
+// (2), a setting the platform cannot use (78), an argument out of range (64), and otherwise the
+// engine, the queue or the message is unavailable (69).
+func clientErr(err error) error {
+	var ex *duilie.Exception
+	var ab *duilie.Abort
 	var ce *server.ConfigError
+	var xe *exitError
 	switch {
-	case errors.As(err, &ce):
-		return nil, err
-	case err != nil:
-		return nil, unavailable(err)
+	case errors.As(err, &ex), errors.As(err, &ab), errors.As(err, &ce), errors.As(err, &xe):
+		return err
+	case errors.Is(err, server.ErrInvalid):
+		return &exitError{exitUsage, err}
 	}
-	return p, nil
-}
-
-// lazyPlatform opens the real platform on first use.
-type lazyPlatform struct {
-	open func(ctx context.Context) (platform.Platform, error)
-
-	mu  sync.Mutex
-	p   platform.Platform
-	err error
-}
-
-var _ platform.Platform = (*lazyPlatform)(nil)
-
-func (l *lazyPlatform) get(ctx context.Context) (platform.Platform, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.p == nil && l.err == nil {
-		l.p, l.err = l.open(ctx)
-	}
-	return l.p, l.err
-}
-
-func (l *lazyPlatform) openErr() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
-func (l *lazyPlatform) Queue(ctx context.Context, name string) (platform.Queue, error) {
-	p, err := l.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return p.Queue(ctx, name)
-}
-
-func (l *lazyPlatform) Consume(ctx context.Context, name string, opts platform.ConsumerOptions) (platform.Consumer, error) {
-	p, err := l.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return p.Consume(ctx, name, opts)
-}
-
-func (l *lazyPlatform) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.p == nil {
-		return nil
-	}
-	return l.p.Close()
+	return unavailable(err)
 }

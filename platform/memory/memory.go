@@ -43,6 +43,9 @@ func init() {
 type Config struct {
 	// Miniflare redelivers a failed event's whole batch, acked messages included.
 	Miniflare bool `toml:"miniflare" rule:"must be true or false"`
+	// Platform, when set, is the platform Open returns instead of a new one: for a test that
+	// puts messages or refuses sends itself.
+	Platform *Platform
 }
 
 var _ platform.Config = (*Config)(nil)
@@ -59,6 +62,9 @@ func (c *Config) Open(ctx context.Context, o platform.OpenOptions) (platform.Pla
 	if !o.Serve {
 		return nil, errors.New(`memory: platform kind "memory" keeps its messages inside the serving process, ` +
 			`so a command cannot reach them; use kind "jetstream" (the default) to send from outside`)
+	}
+	if c.Platform != nil {
+		return c.Platform, nil
 	}
 	return New(Options{Miniflare: c.Miniflare}), nil
 }
