@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -13,23 +15,30 @@ import (
 	"github.com/duilie/duilie/platform/memory"
 )
 
-// The dashboard and Cloudflare's API are bounded as the fetch listener is: a flood of
-// connections that send nothing is cut off at the header timeout (shortened here to 300 ms),
-// and no more than the connection cap are held at once, so that no client of theirs can take
-// the file descriptors events need.
+// Every surface attached to a server (the dashboard, Cloudflare's API) is bounded as the fetch
+// listener is: a flood of connections that send nothing is cut off at the header timeout
+// (shortened here to 300 ms), and no more than the connection cap are held at once, so that no
+// client of theirs can take the file descriptors events need.
 func TestEveryListenerBounded(t *testing.T) {
 	t.Parallel()
 	const headerTimeout, maxConns = 300 * time.Millisecond, 8
 	cfg := Config{
-		Platform:      &memory.Config{},
-		Logger:        quietLog(),
-		Consumers:     []ConsumerConfig{DefaultConsumerConfig("jobs")},
-		Program:       &duilie.Program{Queue: func(*duilie.Event) error { return nil }},
-		Dashboard:     DashboardConfig{Listen: "127.0.0.1:0"},
-		CloudflareAPI: CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "a", Token: "t"},
+		Platform:  &memory.Config{},
+		Logger:    slog.New(slog.DiscardHandler),
+		Consumers: []ConsumerConfig{DefaultConsumerConfig("jobs")},
+		Program:   &duilie.Program{Queue: func(*duilie.Event) error { return nil }},
 	}
 	cfg.listenerBounds = bounded.Config{HeaderTimeout: headerTimeout, MaxConns: maxConns}
 	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	a, err := srv.Attach(Surface{Name: "one surface", Addr: "127.0.0.1:0", Handler: ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := srv.Attach(Surface{Name: "another", Addr: "127.0.0.1:0", Handler: ok})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +46,7 @@ func TestEveryListenerBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(context.Background())
-	for name, addr := range map[string]string{"the dashboard": srv.DashboardAddr(), "Cloudflare's API": srv.CloudflareAPIAddr()} {
+	for name, addr := range map[string]string{"one surface": a.Addr(), "another": b.Addr()} {
 		var conns []net.Conn
 		for range 3 * maxConns {
 			c, err := net.Dial("tcp", addr)

@@ -53,6 +53,11 @@ var (
 	// ErrInvalid: an argument outside what the operation allows (a limit, a delay, a state, a
 	// queue name); the error says which.
 	ErrInvalid = errors.New("invalid argument")
+	// ErrClosed: the client, or its server, has closed.
+	ErrClosed = platform.ErrClosed
+	// ErrConfigured: the configuration names the queue, or its consumer, so only the
+	// configuration can remove or change it.
+	ErrConfigured = errors.New("named in the configuration")
 	// ErrNotServing: the operation needs a running server (starting or stopping a consumer).
 	ErrNotServing = errors.New("this client does not serve: no consumer runs here")
 )
@@ -136,6 +141,8 @@ func (c *Client) platform(ctx context.Context) (platform.Platform, error) {
 	switch {
 	case c.closed:
 		return nil, platform.ErrClosed
+	case c.p == nil && c.open == nil: // a server's client before Start
+		return nil, ErrNotStarted
 	case c.p == nil && c.openErr == nil:
 		c.raw, c.openErr = c.open(ctx)
 		if c.openErr == nil {
@@ -143,6 +150,20 @@ func (c *Client) platform(ctx context.Context) (platform.Platform, error) {
 		}
 	}
 	return c.p, c.openErr
+}
+
+// serve gives a server's client the platform and host it started.
+func (c *Client) serve(p platform.Platform, h *host.Host) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.raw, c.p, c.h = p, delaying{p, c.delays}, h
+}
+
+// stop ends a server's client: its operations fail with platform.ErrClosed from now on.
+func (c *Client) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
 }
 
 // OpenErr is why the platform could not be opened, or nil when it opened or was not needed yet.
@@ -186,7 +207,13 @@ func (c *Client) Kind() string { return c.cfg.Platform.Kind() }
 // Go code that is not a program's handler sends. When the platform could not be opened, Do
 // returns that error rather than the exception an event made of it.
 func (c *Client) Do(ctx context.Context, fn duilie.Handler) error {
-	failure := c.h.Run(ctx, fn)
+	c.mu.Lock()
+	h := c.h
+	c.mu.Unlock()
+	if h == nil {
+		return ErrNotStarted
+	}
+	failure := h.Run(ctx, fn)
 	if err := c.OpenErr(); err != nil {
 		return err
 	}
@@ -286,7 +313,7 @@ func (c *Client) SetDeliveryDelay(queue string, seconds int) error {
 }
 
 // MaxDeliveryDelay is the longest delivery delay, in seconds: Cloudflare's (SPEC §14.5).
-const MaxDeliveryDelay = 86400
+const MaxDeliveryDelay = int(host.MaxPullDelay / time.Second)
 
 // delaying applies each queue's delivery delay to the interface's sends: a message sent
 // without a delay of its own (the interface's 0) waits that long, as a Cloudflare Queue binding
@@ -398,6 +425,26 @@ func (c *Client) operation(ctx context.Context, op host.Op, queue string, fn fun
 	}
 	c.report(&host.OperationReport{Op: op, Queue: queue, To: to, Messages: n, Err: err, Start: start, Duration: time.Since(start)})
 	return n, err
+}
+
+// Retention is how long the platform keeps an unconsumed message: [platform] retention, or 4
+// days for a platform that does not say.
+func (c *Client) Retention() time.Duration {
+	if r, ok := c.cfg.Platform.(interface{ RetentionPeriod() time.Duration }); ok {
+		return r.RetentionPeriod()
+	}
+	return 96 * time.Hour
+}
+
+// Operable reports whether the platform has the operator's operations (peek, replay, purge,
+// delete, pause, resume): Cloudflare's, for one, lacks some.
+func (c *Client) Operable(ctx context.Context) bool {
+	p, err := c.opened(ctx)
+	if err != nil {
+		return false
+	}
+	_, ok := p.(platform.Operator)
+	return ok
 }
 
 // operator is the platform's operator operations, or the error of a platform without them.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/duilie/duilie/internal/cfapi"
 	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
@@ -24,6 +23,17 @@ import (
 // DefaultConfigFile is the configuration duilie serve reads when none is named, in the
 // current directory.
 const DefaultConfigFile = "duilie.toml"
+
+// FieldError is one setting of a Go-built configuration that is mistaken: Field is the Go
+// field's name, Rule what it allows.
+type FieldError = platform.FieldError
+
+// FieldErrors returns every *FieldError joined into err, in order.
+func FieldErrors(err error) []*FieldError { return platform.FieldErrors(err) }
+
+// IsPermanent reports whether err is a platform's failure that trying again will not mend (bad
+// credentials, a queue that no longer exists).
+func IsPermanent(err error) bool { return platform.IsPermanent(err) }
 
 // ConfigError lists every mistake found in a configuration, one per line, each naming the
 // file (when there is one), the setting by its duilie.toml key, and what is allowed:
@@ -569,7 +579,7 @@ func (c *checker) cloudflare(cfg *Config, t map[string]any, bad map[string]bool,
 	}
 	c.cycles(links, len(api.PullConsumers))
 	for _, q := range slices.Sorted(maps.Keys(cfg.DeliveryDelays)) {
-		if d := cfg.DeliveryDelays[q]; d < 0 || d > cfapi.MaxDelaySeconds {
+		if d := cfg.DeliveryDelays[q]; d < 0 || d > MaxDeliveryDelay {
 			c.bad("queues.producers.delivery_delay", int64(d), "must be 0–86400 (seconds), for queue "+q)
 		}
 	}

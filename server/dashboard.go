@@ -1,16 +1,11 @@
 package server
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"regexp"
 
-	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/internal/bounded"
-	"github.com/duilie/duilie/internal/dashboard"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -51,16 +46,16 @@ func (d DashboardConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// token returns the dashboard's token, and a *platform.FieldError when it needs one it does not
+// ResolveToken returns the dashboard's token, and a *platform.FieldError when it needs one it does not
 // have: a TokenEnv that is unset or empty, or an address beyond loopback without a token.
-func (d DashboardConfig) token() (string, error) {
+func (d DashboardConfig) ResolveToken() (string, error) {
 	token := d.Token
 	if d.TokenEnv != "" {
 		if token = os.Getenv(d.TokenEnv); token == "" {
 			return "", &platform.FieldError{Field: "TokenEnv", Rule: "names an environment variable that is unset or empty; the dashboard needs its token"}
 		}
 	}
-	if d.Listen != "" && token == "" && !dashboard.Loopback(d.Listen) {
+	if d.Listen != "" && token == "" && !Loopback(d.Listen) {
 		return "", &platform.FieldError{Field: "Listen", Rule: "is not a loopback address, so the dashboard needs a token: name the environment variable that holds it with dashboard.token_env"}
 	}
 	return token, nil
@@ -71,58 +66,4 @@ func (c *checker) dashboard(cfg *Config, v any) {
 	t := c.table(c.ns+"dashboard", v, keys(DashboardConfig{})...)
 	bad := c.decode(c.ns+"dashboard", t, &cfg.Dashboard)
 	c.invalid(c.ns+"dashboard", t, cfg.Dashboard, cfg.Dashboard.Validate(), bad)
-}
-
-// newDashboard makes the dashboard of a server about to start, or nil when it has none.
-func (s *Server) newDashboard(token string) *dashboard.Dashboard {
-	cfg := &s.cfg
-	if cfg.Dashboard.Listen == "" {
-		return nil
-	}
-	return dashboard.New(dashboard.Options{
-		Platform:         s.p,
-		Consumers:        cfg.Consumers,
-		DeadLetterQueues: cfg.DeadLetterQueues(),
-		Bindings:         cfg.Bindings,
-		Token:            token,
-		Logger:           s.log,
-		Send: func(ctx context.Context, binding, body string, delay int) error {
-			var sendErr error
-			failure := s.Do(ctx, func(ev *duilie.Event) error {
-				sendErr = duilie.Send(ev, binding, body, delay)
-				return nil
-			})
-			return errors.Join(sendErr, failure)
-		},
-	})
-}
-
-// serveDashboard listens for the dashboard. The default address, when another serve holds it,
-// gives way to a free loopback port.
-func (s *Server) serveDashboard(d *dashboard.Dashboard) error {
-	addr := s.cfg.Dashboard.Listen
-	// Bounded like every listener: a slow, idle or flooding client cannot hold connections,
-	// and file descriptors the events need, for long.
-	bc := s.cfg.listenerBounds
-	bc.Addr, bc.Name, bc.Handler, bc.Logger = addr, "the dashboard", d, s.log
-	srv, err := bounded.Listen(bc)
-	if err != nil && addr == DefaultDashboardListen {
-		s.log.Warn("the dashboard's default address is taken; using a free loopback port", "address", addr, "err", err)
-		bc.Addr = "127.0.0.1:0"
-		srv, err = bounded.Listen(bc)
-	}
-	if err != nil {
-		return fmt.Errorf("listen for the dashboard on %s: %w", addr, err)
-	}
-	s.dashAddr = srv.Addr().String()
-	s.dashSrv = srv
-	s.log.Info("dashboard", "url", "http://"+s.dashAddr+"/", "metrics", "http://"+s.dashAddr+"/metrics")
-	return nil
-}
-
-// DashboardAddr is the address the dashboard listens on, or "" when there is none.
-func (s *Server) DashboardAddr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dashAddr
 }

@@ -31,6 +31,8 @@ type (
 	// SettleReport is messages resolved without an event: retries exhausted before delivery,
 	// or given back at a halt.
 	SettleReport = host.SettleReport
+	// PullReport is messages a client pulled from a pull consumer, each now leased.
+	PullReport = host.PullReport
 	// SendReport is one send through the interface that passed its checks, or one message
 	// pushed over Cloudflare's API.
 	SendReport = host.SendReport
@@ -78,6 +80,7 @@ const (
 const (
 	Exhausted = host.Exhausted
 	Halting   = host.Halting
+	Pulled    = host.Pulled
 )
 
 // Operator operations.

@@ -104,11 +104,11 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 func (c *Client) deadLetterQueues() map[string]string {
 	out := c.cfg.DeadLetterQueues()
 	if c.srv != nil {
-		c.srv.cmu.Lock()
-		for q, d := range c.srv.dlqs {
-			out[q] = d
+		for _, ci := range c.srv.consumerInfos() {
+			if d := ci.DeadLetterQueue(); d != "" {
+				out[ci.Queue] = d
+			}
 		}
-		c.srv.cmu.Unlock()
 	}
 	return out
 }
@@ -347,6 +347,11 @@ func (c *Client) Purge(ctx context.Context, queue string) (int64, error) {
 			return 0, "", err
 		}
 		n, err := op.Purge(ctx, queue)
+		if err == nil && c.srv != nil {
+			if pl := c.srv.puller(queue); pl != nil {
+				pl.Purged(ctx) // leased messages are gone too: no lease may bring one back
+			}
+		}
 		return n, "", err
 	})
 }
@@ -429,7 +434,7 @@ func (c *Client) DeleteQueue(ctx context.Context, queue string) error {
 		return err
 	}
 	if slices.Contains(c.cfg.Queues(), queue) {
-		return invalid("queue %s is named in the configuration; remove it there instead", queue)
+		return fmt.Errorf("queue %s: %w; remove it there instead", queue, ErrConfigured)
 	}
 	_, err := c.operation(ctx, host.OpDeleteQueue, queue, func(p platform.Platform) (int64, string, error) {
 		op, err := c.operator(p)
@@ -447,7 +452,7 @@ func (c *Client) DeleteQueue(ctx context.Context, queue string) error {
 }
 
 // StartConsumer starts consuming cc.Queue with the running server's program, as a
-// [[queues.consumers]] table does; a consumer the configuration names cannot be replaced.
+// [[queues.consumers]] table does. A queue has one consumer, of either kind.
 func (c *Client) StartConsumer(cc ConsumerConfig) error {
 	if c.srv == nil {
 		return ErrNotServing
@@ -456,16 +461,38 @@ func (c *Client) StartConsumer(cc ConsumerConfig) error {
 		return invalid("%v", err)
 	}
 	if c.srv.run.queue == nil {
-		return errors.New("this serve runs no program (app.command)")
+		return invalid("this serve runs no program (app.command) to consume %s", cc.Queue)
 	}
-	return c.srv.startConsumer(cc)
+	return c.srv.consume(cc, false)
 }
 
-// StopConsumer stops the queue's consumer that StartConsumer started, and waits, until ctx
-// ends, for its running events to be settled.
+// StartPullConsumer starts consuming pc.Queue by pulls: clients pull its messages over
+// Cloudflare's Queues API (Pull), each leased to them for a visibility timeout.
+func (c *Client) StartPullConsumer(ctx context.Context, pc PullConsumer) error {
+	if c.srv == nil {
+		return ErrNotServing
+	}
+	if err := pc.Validate(); err != nil {
+		return invalid("%v", err)
+	}
+	return c.srv.pull(ctx, pc, false)
+}
+
+// StopConsumer stops the queue's consumer that StartConsumer or StartPullConsumer started: a
+// program consumer's running events finish and are settled, until ctx ends; a pull
+// consumer's leased messages are deliverable again at once. A consumer the configuration names
+// cannot be stopped (ErrInvalid); a queue without one is left as it is.
 func (c *Client) StopConsumer(ctx context.Context, queue string) error {
 	if c.srv == nil {
 		return ErrNotServing
 	}
 	return c.srv.stopConsumer(ctx, queue)
+}
+
+// Consumers lists the running server's consumers, of programs and of pulls, sorted by queue.
+func (c *Client) Consumers() []ConsumerInfo {
+	if c.srv == nil {
+		return nil
+	}
+	return c.srv.consumerInfos()
 }

@@ -56,8 +56,6 @@ import (
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/bounded"
 	"github.com/duilie/duilie/internal/bridge"
-	"github.com/duilie/duilie/internal/cfapi"
-	"github.com/duilie/duilie/internal/dashboard"
 	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 
@@ -153,27 +151,21 @@ type Config struct {
 	listenerBounds bounded.Config
 }
 
-// Program is a Go program that the host runs in-process, once per event (see duilie.Program).
-type Program = duilie.Program
-
 // Server is a running host. Its methods are safe for concurrent use.
 type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	p        platform.Platform
-	h        *host.Host
-	run      runner
-	httpSrv  *bounded.Server
-	addr     string // the fetch listener's address, "" for none
-	dashSrv  *bounded.Server
-	dashAddr string // the dashboard's address, "" for none
-	api      *cfapi.API
-	apiSrv   *bounded.Server
-	apiAddr  string // the Cloudflare API's address, "" for none
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	p         platform.Platform
+	h         *host.Host
+	run       runner
+	httpSrv   *bounded.Server
+	addr      string     // the fetch listener's address, "" for none
+	observers []Observer // the log's, the configuration's and those subscribed
+	surfaces  []*Attached
 
 	consumeCtx    context.Context
 	stopConsuming context.CancelFunc
@@ -181,21 +173,14 @@ type Server struct {
 	fatal         chan error // every configured consumer stopped on its own
 
 	cmu     sync.Mutex
-	running map[string]*running // program consumers, by queue
-	dlqs    map[string]string   // the dead-letter queues of consumers started at run time, by queue
-	failed  []error             // configured consumers that stopped on their own
+	running map[string]*running // consumers, of programs and of pulls, by queue
+	failed  []error             // configured program consumers that stopped on their own
 
-	client *Client
+	client *Client // from New on; its platform from Start
 
 	// live is the host and its program's kill once started: Halt, Do and Handler read it
 	// without mu, which Shutdown holds for the whole grace period.
 	live atomic.Pointer[live]
-}
-
-// running is a program consumer that runs.
-type running struct {
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 type live struct {
@@ -208,7 +193,28 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.prepare(true); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, log: cfg.Logger}, nil
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.observers = append([]Observer{LogObserver(cfg.Logger)}, cfg.Observers...)
+	// Every report reaches every observer: the client's operations as well as the host's
+	// events. The list is fixed once the server starts.
+	s.client = newClient(&s.cfg, s, func(r Report) {
+		for _, o := range s.observers {
+			o(r)
+		}
+	})
+	return s, nil
+}
+
+// Subscribe adds an observer: it will receive every report, as Config.Observers do. It must be
+// called before Start.
+func (s *Server) Subscribe(o Observer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("server: subscribe before Start")
+	}
+	s.observers = append(s.observers, o)
+	return nil
 }
 
 // prepare fills in cfg's defaults and checks it, for a server when serving, else for a client.
@@ -266,7 +272,7 @@ func (cfg *Config) check(serving bool) error {
 	c.invalid(c.ns+"platform", nil, cfg.Platform, cfg.Platform.Validate(), nil)
 	dashErr := cfg.Dashboard.Validate()
 	if serving {
-		_, tokenErr := cfg.Dashboard.token()
+		_, tokenErr := cfg.Dashboard.ResolveToken()
 		dashErr = errors.Join(dashErr, tokenErr)
 	}
 	c.invalid(c.ns+"dashboard", nil, cfg.Dashboard, dashErr, nil)
@@ -425,21 +431,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	// Every report reaches the log, the configured observers and the dashboard: the client's
-	// operations as well as the host's events.
-	observers := append([]Observer{LogObserver(log)}, cfg.Observers...)
-	var dash *dashboard.Dashboard
-	s.client = newClient(cfg, s, func(r Report) {
-		for _, o := range observers {
-			o(r)
-		}
-		if dash != nil {
-			dash.Observe(r)
-		}
-	})
-	s.client.raw, s.client.p = s.p, delaying{s.p, s.client.delays}
 	s.h, err = host.New(host.Config{
-		Platform:    s.client.p,
+		Platform:    delaying{s.p, s.client.delays},
 		Permissions: cfg.Permissions,
 		Bindings:    cfg.Bindings,
 		TimeLimit:   cfg.TimeLimit,
@@ -449,9 +442,6 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	s.client.h = s.h
-	token, _ := cfg.Dashboard.token() // checked by New
-	dash = s.newDashboard(token)
 	if s.run, err = newRunner(cfg, s.h, log); err != nil {
 		return err
 	}
@@ -464,13 +454,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	// Consumers stop on their own context, not ctx, so that the grace period is ours to run.
 	s.consumeCtx, s.stopConsuming = context.WithCancel(context.WithoutCancel(ctx))
 	s.fatal = make(chan error, 1)
-	s.running, s.dlqs = map[string]*running{}, map[string]string{}
-	if err := s.startCloudflareAPI(ctx); err != nil {
-		return err
-	}
+	s.running = map[string]*running{}
+	s.client.serve(s.p, s.h)
 	defer func() {
 		if err != nil {
-			s.stopAPI(context.Background())
+			s.client.stop()
 		}
 	}()
 
@@ -486,13 +474,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		log.Info("listening for fetch events", "url", "http://"+s.addr+"/", "max_fetch_concurrency", cfg.MaxFetchConcurrency)
 	}
 
-	if dash != nil {
-		if err := s.serveDashboard(dash); err != nil {
-			if s.httpSrv != nil {
-				_ = s.httpSrv.Close()
-			}
-			return err
+	if err := s.listenSurfaces(); err != nil {
+		if s.httpSrv != nil {
+			_ = s.httpSrv.Close()
 		}
+		return err
 	}
 
 	for _, cc := range cfg.Consumers {
@@ -500,77 +486,14 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	for _, pc := range cfg.CloudflareAPI.PullConsumers {
+		if err := s.pull(ctx, pc, true); err != nil {
+			return err
+		}
+	}
 	s.live.Store(&live{h: s.h, kill: s.run.kill})
 	log.Info("serving", "program", s.run.what, "time_limit", cfg.TimeLimit.String(), "config", cfg.File)
 	return nil
-}
-
-// consume starts the queue's program consumer. A configured consumer that stops on its own
-// counts toward Failed; one started over Cloudflare's API only logs why it stopped.
-func (s *Server) consume(cc ConsumerConfig, configured bool) error {
-	s.cmu.Lock()
-	defer s.cmu.Unlock()
-	if _, ok := s.running[cc.Queue]; ok {
-		return fmt.Errorf("queue %s has a consumer already", cc.Queue)
-	}
-	ctx, cancel := context.WithCancel(s.consumeCtx)
-	r := &running{cancel: cancel, done: make(chan struct{})}
-	s.running[cc.Queue] = r
-	s.consumers.Go(func() {
-		defer close(r.done)
-		err := s.h.Consume(ctx, cc, s.run.queue)
-		if err == nil || !configured {
-			return
-		}
-		s.cmu.Lock()
-		defer s.cmu.Unlock()
-		if s.failed = append(s.failed, err); len(s.failed) == len(s.cfg.Consumers) {
-			s.fatal <- fmt.Errorf("no consumer is left: %w", errors.Join(s.failed...))
-		}
-	})
-	attrs := []any{"queue", cc.Queue, "max_batch_size", cc.MaxBatchSize, "max_batch_timeout", cc.MaxBatchTimeout.String(),
-		"max_retries", cc.MaxRetries, "retry_delay", cc.RetryDelay.String(), "max_concurrency", cc.MaxConcurrency}
-	if cc.DeadLetterQueue != "" {
-		attrs = append(attrs, "dead_letter_queue", cc.DeadLetterQueue)
-	}
-	s.log.Info("consuming", attrs...)
-	return nil
-}
-
-// startConsumer starts a program consumer that the configuration does not name.
-func (s *Server) startConsumer(cc ConsumerConfig) error { return s.consume(cc, false) }
-
-// stopConsumer stops the queue's program consumer and waits, until ctx ends, for its running
-// events to be settled.
-func (s *Server) stopConsumer(ctx context.Context, queue string) error {
-	s.cmu.Lock()
-	r, ok := s.running[queue]
-	delete(s.running, queue)
-	delete(s.dlqs, queue)
-	s.cmu.Unlock()
-	if !ok {
-		return nil
-	}
-	r.cancel()
-	select {
-	case <-r.done:
-		s.log.Info("stopped consuming", "queue", queue)
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// stopAPI stops serving Cloudflare's API and its http_pull consumers.
-func (s *Server) stopAPI(ctx context.Context) {
-	if s.apiSrv != nil {
-		if err := s.apiSrv.Shutdown(ctx); err != nil {
-			_ = s.apiSrv.Close()
-		}
-	}
-	if s.api != nil {
-		s.api.Close()
-	}
 }
 
 // Failed is sent an error, once, when every consumer has stopped on its own (its platform
@@ -614,7 +537,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.stopped = true
 	s.stopConsuming()
-	s.stopAPI(ctx)
+	s.stopSurfaces(ctx)
+	s.closePulls()
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
@@ -636,9 +560,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-drained
 	}
 	var errs []error
-	if s.dashSrv != nil {
-		_ = s.dashSrv.Close()
-	}
+	s.closeSurfaces()
+	s.client.stop()
 	if err := s.run.close(); err != nil {
 		s.log.Warn("closing the bridge", "err", err)
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duilie/duilie/internal/serve"
+
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/cloudflare/cloudflare-go/v6/queues"
 
@@ -68,7 +70,7 @@ func TestPageTaskOnCloudflare(t *testing.T) {
 		}
 	}
 	acct.Logger = slog.New(slog.DiscardHandler)
-	api, err := server.New(*acct)
+	api, err := serve.New(*acct)
 	if err != nil {
 		t.Fatal(err)
 	}

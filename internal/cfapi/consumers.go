@@ -1,13 +1,14 @@
 package cfapi
 
 import (
-	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"time"
 
-	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/server"
 )
 
 // Consumer types.
@@ -16,22 +17,15 @@ const (
 	pullType   = "http_pull" // clients pull over this API
 )
 
-// consumerState is a queue's one consumer.
-type consumerState struct {
-	kind       string
-	configured bool // from the configuration: read-only here
-	created    time.Time
-	script     string              // worker
-	worker     host.ConsumerConfig // worker
-	pull       *puller             // http_pull
-}
-
-// consumerJSON is Cloudflare's consumer object; settings are those of its type.
+// consumerJSON is Cloudflare's consumer object; settings are those of its type. A worker
+// consumer names its script twice: script_name, as the API documents it, and script, which
+// wrangler reads.
 type consumerJSON struct {
 	ConsumerID      string `json:"consumer_id"`
 	CreatedOn       string `json:"created_on"`
 	DeadLetterQueue string `json:"dead_letter_queue"`
 	QueueName       string `json:"queue_name"`
+	Script          string `json:"script,omitempty"`
 	ScriptName      string `json:"script_name,omitempty"`
 	Settings        any    `json:"settings"`
 	Type            string `json:"type"`
@@ -52,58 +46,87 @@ type pullSettingsJSON struct {
 	VisibilityTimeoutMs int64 `json:"visibility_timeout_ms"`
 }
 
-func (a *API) consumerObject(queue string, cs *consumerState) consumerJSON {
-	out := consumerJSON{ConsumerID: consumerID(queue), CreatedOn: cs.created.UTC().Format(time.RFC3339Nano), QueueName: queue, Type: cs.kind}
-	if cs.kind == workerType {
-		w := cs.worker
-		out.ScriptName, out.DeadLetterQueue = cs.script, w.DeadLetterQueue
+// consumer is the queue's running consumer, if it has one.
+func (a *API) consumer(queue string) (server.ConsumerInfo, bool) {
+	for _, ci := range a.c.Consumers() {
+		if ci.Queue == queue {
+			return ci, true
+		}
+	}
+	return server.ConsumerInfo{}, false
+}
+
+// consumerID is the consumer_id of a queue's consumer: one the configuration names has the
+// same id always; one created over the API a fresh one, kept while it runs.
+func (a *API) consumerID(ci server.ConsumerInfo) string {
+	if ci.Configured {
+		sum := sha256.Sum256([]byte("duilie consumer " + ci.Queue))
+		return hex.EncodeToString(sum[:16])
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.state(ci.Queue)
+	if st.consumerID == "" || !st.consumerSince.Equal(ci.Started) {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		st.consumerID, st.consumerSince = hex.EncodeToString(b[:]), ci.Started
+	}
+	return st.consumerID
+}
+
+func (a *API) consumerObject(ci server.ConsumerInfo) consumerJSON {
+	out := consumerJSON{ConsumerID: a.consumerID(ci), CreatedOn: stamp(ci.Started), QueueName: ci.Queue,
+		DeadLetterQueue: ci.DeadLetterQueue()}
+	if !ci.Pull {
+		w := ci.Consumer
+		script := a.o.Script
+		a.mu.Lock()
+		if st := a.state(ci.Queue); !ci.Configured && st.consumerScript != "" {
+			script = st.consumerScript
+		}
+		a.mu.Unlock()
+		out.Type, out.Script, out.ScriptName = workerType, script, script
 		out.Settings = workerSettingsJSON{BatchSize: w.MaxBatchSize, MaxConcurrency: w.MaxConcurrency, MaxRetries: w.MaxRetries,
 			MaxWaitTimeMs: w.MaxBatchTimeout.Milliseconds(), RetryDelay: int64(w.RetryDelay / time.Second)}
 		return out
 	}
-	c := cs.pull.cfg
-	out.DeadLetterQueue = c.DeadLetterQueue
-	out.Settings = pullSettingsJSON{BatchSize: c.BatchSize, MaxRetries: c.MaxRetries,
+	c := ci.PullConsumer
+	out.Type = pullType
+	out.Settings = pullSettingsJSON{BatchSize: c.MaxBatchSize, MaxRetries: c.MaxRetries,
 		RetryDelay: int64(c.RetryDelay / time.Second), VisibilityTimeoutMs: c.VisibilityTimeout.Milliseconds()}
 	return out
 }
 
 func (a *API) listConsumers(w http.ResponseWriter, r *http.Request, name string) {
-	a.mu.Lock()
-	cs := a.state(name).consumer
 	out := []consumerJSON{}
-	if cs != nil {
-		out = append(out, a.consumerObject(name, cs))
+	if ci, ok := a.consumer(name); ok {
+		out = append(out, a.consumerObject(ci))
 	}
-	a.mu.Unlock()
 	okPage(w, out, resultInfo{Page: 1, PerPage: max(len(out), 1), Count: len(out), TotalCount: len(out), TotalPages: 1})
 }
 
+var errNoConsumer = &apiError{http.StatusNotFound, 11001, "Consumer does not exist"}
+
 // theConsumer checks that the path's consumer id is the queue's consumer.
-func (a *API) theConsumer(r *http.Request, name string) (*consumerState, error) {
+func (a *API) theConsumer(r *http.Request, name string) (server.ConsumerInfo, error) {
 	id := r.PathValue("consumer")
 	if !isID(id) {
-		return nil, &apiError{http.StatusBadRequest, 10107, "The consumer ID in the request URL is not a valid consumer identifier"}
+		return server.ConsumerInfo{}, &apiError{http.StatusBadRequest, 10107, "The consumer ID in the request URL is not a valid consumer identifier"}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	cs := a.state(name).consumer
-	if cs == nil || consumerID(name) != id {
-		return nil, &apiError{http.StatusNotFound, 11001, "Consumer does not exist"}
+	ci, ok := a.consumer(name)
+	if !ok || a.consumerID(ci) != id {
+		return server.ConsumerInfo{}, errNoConsumer
 	}
-	return cs, nil
+	return ci, nil
 }
 
 func (a *API) getConsumer(w http.ResponseWriter, r *http.Request, name string) {
-	cs, err := a.theConsumer(r, name)
+	ci, err := a.theConsumer(r, name)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	a.mu.Lock()
-	out := a.consumerObject(name, cs)
-	a.mu.Unlock()
-	ok(w, out)
+	ok(w, a.consumerObject(ci))
 }
 
 func (a *API) createConsumer(w http.ResponseWriter, r *http.Request, name string) {
@@ -122,13 +145,15 @@ func (a *API) updateConsumer(w http.ResponseWriter, r *http.Request, name string
 
 // spec is a consumer as a request describes it.
 type spec struct {
-	kind   string
-	script string
-	worker host.ConsumerConfig
-	pull   Pull
+	pull   bool
+	script string // a worker's
+	worker server.ConsumerConfig
+	puller server.PullConsumer
 }
 
-// readSpec reads a consumer request: {type, script_name?, dead_letter_queue?, settings?}.
+// readSpec reads a consumer request, {type, script_name?|script?, dead_letter_queue?,
+// settings?}, into the consumer's settings, which their own Validate checks: the ranges are
+// the same as in duilie.toml and in Go.
 func readSpec(body object, queue string) (spec, error) {
 	var s spec
 	kind, present, err := body.str("type")
@@ -138,32 +163,30 @@ func readSpec(body object, queue string) (spec, error) {
 	if !present || kind != workerType && kind != pullType {
 		return s, errInvalid(`type must be "worker" or "http_pull"`)
 	}
-	s.kind = kind
+	s.pull = kind == pullType
 	dlq, _, err := body.str("dead_letter_queue")
 	if err != nil {
 		return s, err
-	}
-	if dlq != "" {
-		if err := platform.CheckQueueName(dlq); err != nil {
-			return s, errInvalid("dead_letter_queue: " + err.Error())
-		}
-		if dlq == queue {
-			return s, errInvalid("dead_letter_queue must be another queue than the one consumed")
-		}
 	}
 	settings, _, err := body.sub("settings")
 	if err != nil {
 		return s, err
 	}
-	num := func(key string, lo, hi, def int64) (int64, error) {
-		v, present, err := settings.integer(key, lo, hi, errInvalid)
-		if !present {
-			return def, err
+	// Each setting given replaces its default; the struct's Validate judges the value. A
+	// value beyond any int (or not an integer) is refused here.
+	num := func(key string, set func(int64)) error {
+		v, present, err := settings.integer(key, -1<<53, 1<<53, errInvalid)
+		if present && err == nil {
+			set(v)
 		}
-		return v, err
+		return err
 	}
-	if kind == workerType {
+	var errs []error
+	if !s.pull {
 		script, present, err := body.str("script_name")
+		if err == nil && !present {
+			script, present, err = body.str("script") // wrangler's name for it
+		}
 		if err == nil && (!present || script == "") {
 			err = errInvalid("script_name is required for a worker consumer (duilie runs its own program, whatever the name)")
 		}
@@ -171,41 +194,58 @@ func readSpec(body object, queue string) (spec, error) {
 			return s, err
 		}
 		s.script = script
-		cc := host.DefaultConsumerConfig(queue)
+		cc := server.DefaultConsumerConfig(queue)
 		cc.DeadLetterQueue = dlq
-		var errs []error
-		v, err := num("batch_size", 1, 100, int64(cc.MaxBatchSize))
-		cc.MaxBatchSize, errs = int(v), append(errs, err)
-		v, err = num("max_concurrency", 1, 250, int64(cc.MaxConcurrency))
-		cc.MaxConcurrency, errs = int(v), append(errs, err)
-		v, err = num("max_retries", 0, 100, int64(cc.MaxRetries))
-		cc.MaxRetries, errs = int(v), append(errs, err)
-		v, err = num("max_wait_time_ms", 0, 60000, cc.MaxBatchTimeout.Milliseconds())
-		cc.MaxBatchTimeout, errs = time.Duration(v)*time.Millisecond, append(errs, err)
-		v, err = num("retry_delay", 0, 43200, 0)
-		cc.RetryDelay, errs = time.Duration(v)*time.Second, append(errs, err)
+		errs = append(errs,
+			num("batch_size", func(v int64) { cc.MaxBatchSize = int(v) }),
+			num("max_concurrency", func(v int64) { cc.MaxConcurrency = int(v) }),
+			num("max_retries", func(v int64) { cc.MaxRetries = int(v) }),
+			num("max_wait_time_ms", func(v int64) { cc.MaxBatchTimeout = time.Duration(v) * time.Millisecond }),
+			num("retry_delay", func(v int64) { cc.RetryDelay = time.Duration(v) * time.Second }))
 		if err := errors.Join(errs...); err != nil {
 			return s, firstAPIError(errs)
 		}
 		s.worker = cc
-		return s, nil
+		return s, settingsErr(cc.Validate(), workerKeys)
 	}
-	pc := DefaultPull(queue)
+	pc := server.DefaultPullConsumer(queue)
 	pc.DeadLetterQueue = dlq
-	var errs []error
-	v, err := num("batch_size", 1, MaxPullBatch, int64(pc.BatchSize))
-	pc.BatchSize, errs = int(v), append(errs, err)
-	v, err = num("max_retries", 0, 100, int64(pc.MaxRetries))
-	pc.MaxRetries, errs = int(v), append(errs, err)
-	v, err = num("retry_delay", 0, MaxDelaySeconds, 0)
-	pc.RetryDelay, errs = time.Duration(v)*time.Second, append(errs, err)
-	v, err = num("visibility_timeout_ms", 1, MaxVisibilityTimeout.Milliseconds(), pc.VisibilityTimeout.Milliseconds())
-	pc.VisibilityTimeout, errs = time.Duration(v)*time.Millisecond, append(errs, err)
+	errs = append(errs,
+		num("batch_size", func(v int64) { pc.MaxBatchSize = int(v) }),
+		num("max_retries", func(v int64) { pc.MaxRetries = int(v) }),
+		num("retry_delay", func(v int64) { pc.RetryDelay = time.Duration(v) * time.Second }),
+		num("visibility_timeout_ms", func(v int64) { pc.VisibilityTimeout = time.Duration(v) * time.Millisecond }))
 	if err := errors.Join(errs...); err != nil {
 		return s, firstAPIError(errs)
 	}
-	s.pull = pc
-	return s, nil
+	s.puller = pc
+	return s, settingsErr(pc.Validate(), pullKeys)
+}
+
+// The request's key of each setting, by the settings struct's field.
+var (
+	workerKeys = map[string]string{"Queue": "queue_name", "DeadLetterQueue": "dead_letter_queue", "MaxBatchSize": "settings.batch_size",
+		"MaxConcurrency": "settings.max_concurrency", "MaxRetries": "settings.max_retries",
+		"MaxBatchTimeout": "settings.max_wait_time_ms", "RetryDelay": "settings.retry_delay"}
+	pullKeys = map[string]string{"Queue": "queue_name", "DeadLetterQueue": "dead_letter_queue", "MaxBatchSize": "settings.batch_size",
+		"MaxRetries": "settings.max_retries", "RetryDelay": "settings.retry_delay",
+		"VisibilityTimeout": "settings.visibility_timeout_ms"}
+)
+
+// settingsErr is Cloudflare's validation error for the first mistake Validate found, naming the
+// request's key and the setting's rule.
+func settingsErr(err error, keys map[string]string) error {
+	if err == nil {
+		return nil
+	}
+	if fe := server.FieldErrors(err); len(fe) > 0 {
+		key := keys[fe[0].Field]
+		if key == "" {
+			key = fe[0].Field
+		}
+		return errInvalid(key + ": " + fe[0].Rule)
+	}
+	return errInvalid(err.Error())
 }
 
 func firstAPIError(errs []error) error {
@@ -229,83 +269,50 @@ func (a *API) putConsumer(w http.ResponseWriter, r *http.Request, name string, r
 		return
 	}
 	ctx := r.Context()
-	a.mu.Lock()
-	old := a.state(name).consumer
-	a.mu.Unlock()
+	old, had := a.consumer(name)
 	switch {
-	case old != nil && old.configured:
+	case had && old.Configured:
 		fail(w, errConflict(10256, "The consumer of queue "+name+" is configured in duilie's configuration; change it there"))
 		return
-	case old != nil && !replace:
+	case had && !replace:
 		fail(w, errConflict(11004, "Queue "+name+" already has a consumer: a queue has one consumer at most"))
 		return
-	case sp.kind == workerType && a.cfg.Programs == nil:
-		fail(w, errInvalid("this serve runs no program to be a worker consumer (set app.command)"))
+	}
+	if had {
+		if err := a.c.StopConsumer(ctx, name); err != nil {
+			fail(w, a.clientErr("stop the consumer of "+name, err))
+			return
+		}
+	}
+	if sp.pull {
+		err = a.c.StartPullConsumer(ctx, sp.puller)
+	} else {
+		err = a.c.StartConsumer(sp.worker)
+	}
+	if err != nil {
+		fail(w, a.clientErr("start the consumer of "+name, err))
 		return
 	}
-	if old != nil {
-		if err := a.stopConsumer(ctx, name, old); err != nil {
-			fail(w, err)
-			return
-		}
-	}
-	cs := &consumerState{kind: sp.kind, created: time.Now(), script: sp.script, worker: sp.worker}
-	if old != nil {
-		cs.created = old.created
-	}
-	switch sp.kind {
-	case workerType:
-		if err := a.cfg.Programs.StartConsumer(sp.worker); err != nil {
-			fail(w, errInvalid("the worker consumer cannot start: "+err.Error()))
-			return
-		}
-	case pullType:
-		p, err := a.newPuller(ctx, sp.pull)
-		if err != nil {
-			fail(w, a.internal("consume "+name, err))
-			return
-		}
-		cs.pull = p
-	}
 	a.mu.Lock()
-	a.state(name).consumer = cs
-	out := a.consumerObject(name, cs)
+	a.state(name).consumerScript = sp.script
 	a.mu.Unlock()
-	ok(w, out)
+	ci, _ := a.consumer(name)
+	ok(w, a.consumerObject(ci))
 }
 
 func (a *API) deleteConsumer(w http.ResponseWriter, r *http.Request, name string) {
-	cs, err := a.theConsumer(r, name)
+	ci, err := a.theConsumer(r, name)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	if cs.configured {
+	if ci.Configured {
 		fail(w, errConflict(10256, "The consumer of queue "+name+" is configured in duilie's configuration; remove it there"))
 		return
 	}
-	if err := a.stopConsumer(r.Context(), name, cs); err != nil {
-		fail(w, err)
+	if err := a.c.StopConsumer(r.Context(), name); err != nil {
+		fail(w, a.clientErr("stop the consumer of "+name, err))
 		return
 	}
 	ok(w, nil)
-}
-
-// stopConsumer stops a queue's consumer and forgets it: a worker's running events finish and
-// settle; an http_pull consumer's leased messages become deliverable again.
-func (a *API) stopConsumer(ctx context.Context, name string, cs *consumerState) error {
-	switch cs.kind {
-	case workerType:
-		if err := a.cfg.Programs.StopConsumer(ctx, name); err != nil {
-			return a.internal("stop the consumer of "+name, err)
-		}
-	case pullType:
-		cs.pull.release(ctx)
-	}
-	a.mu.Lock()
-	if st := a.state(name); st.consumer == cs {
-		st.consumer = nil
-	}
-	a.mu.Unlock()
-	return nil
 }

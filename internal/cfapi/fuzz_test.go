@@ -7,7 +7,6 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/jsonvalue"
-	"github.com/duilie/duilie/platform"
 )
 
 // FuzzPushBody: any request body of a push is refused with an API error or read as a message
@@ -31,7 +30,7 @@ func FuzzPushBody(f *testing.F) {
 			}
 			return
 		}
-		it, err := item(o, 0)
+		it, err := item(o, nil)
 		if err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) || ae.status/100 != 4 {
@@ -39,16 +38,16 @@ func FuzzPushBody(f *testing.F) {
 			}
 			return
 		}
-		if it.DelaySeconds < 0 || it.DelaySeconds > MaxDelaySeconds || len(it.Body) > duilie.MaxBodyBytes {
+		if it.DelaySeconds < 0 || int64(it.DelaySeconds) > MaxDelaySeconds || len(it.Body) > duilie.MaxBodyBytes {
 			t.Fatalf("%q: accepted %+v", in, it)
 		}
 		switch it.ContentType {
-		case platform.JSON:
+		case "json":
 			again, _, err := jsonvalue.Append(nil, it.Body)
 			if err != nil || string(again) != string(it.Body) {
 				t.Fatalf("%q: json body %q is not normalized", in, it.Body)
 			}
-		case platform.Text:
+		case "text":
 			if !utf8.Valid(it.Body) {
 				t.Fatalf("%q: text body %q", in, it.Body)
 			}

@@ -82,14 +82,17 @@ func TestPushPullAck(t *testing.T) {
 	}
 }
 
-// TestLeases: a lease that runs out makes the message deliverable again with attempts + 1; the
-// late ack of the first lease is still accepted and removes the message; a lease longer than
-// the consumer's visibility timeout holds.
+// TestLeases: a lease that runs out makes the message deliverable again with attempts + 1; an
+// ack or retry with a lease that has ended (or was never issued, or is of another queue, or is
+// given twice) changes nothing and is named in the warnings; a lease longer than the consumer's
+// visibility timeout holds.
 func TestLeases(t *testing.T) {
 	t.Parallel()
 	e := start(t, server.Config{})
 	id := e.create("leased")
+	other := e.create("other")
 	e.pullConsumer(id, pullSettings(10, 5, 2*time.Second), "")
+	e.pullConsumer(other, pullSettings(10, 5, 2*time.Second), "")
 	e.pushJSON(id, "once", 0)
 
 	first := e.pull(id, 1, 300*time.Millisecond)
@@ -106,28 +109,37 @@ func TestLeases(t *testing.T) {
 	if more := e.pull(id, 10, time.Second); len(more) != 0 {
 		t.Fatalf("a message under a live lease was delivered again: %+v", more)
 	}
-	// The late ack, with the first lease: accepted, and the message is gone.
-	if ack := e.ack(id, []string{first[0].LeaseID}, nil); ack.AckCount != 1 || len(ack.Warnings) != 0 {
-		t.Fatalf("late ack: %+v", ack)
+	// The first lease has ended: its ack changes nothing. Forged ids and the live lease given
+	// on another queue change nothing either.
+	forged := "AAAAAAAAAAAAAAAAAAAAAA"
+	for _, c := range []struct {
+		queue string
+		acks  []string
+	}{
+		{id, []string{first[0].LeaseID}},
+		{id, []string{forged, "not base64 at all!"}},
+		{other, []string{second[0].LeaseID}},
+	} {
+		ack := e.ack(c.queue, c.acks, nil)
+		if ack.AckCount != 0 || len(ack.Warnings) != len(c.acks) {
+			t.Fatalf("%v on %s: %+v", c.acks, c.queue, ack)
+		}
+	}
+	if s := e.stats("leased"); s.InFlight != 1 {
+		t.Fatalf("after leases that were not live: %+v", s)
+	}
+	// The live lease, given twice: acked once, with a warning for the second.
+	if ack := e.ack(id, []string{second[0].LeaseID, second[0].LeaseID}, nil); ack.AckCount != 1 || len(ack.Warnings) != 1 {
+		t.Fatalf("ack: %+v", ack)
 	}
 	eventually(t, 10*time.Second, "the queue empty", func() bool { s := e.stats("leased"); return s.Ready+s.InFlight+s.Delayed == 0 })
-	if ack := e.ack(id, []string{second[0].LeaseID}, nil); ack.AckCount != 1 {
-		t.Errorf("an ack of a message acked already: %+v (it is gone either way)", ack)
+	if ack := e.ack(id, []string{second[0].LeaseID}, nil); ack.AckCount != 0 || len(ack.Warnings) != 1 {
+		t.Errorf("an ack replayed: %+v", ack)
 	}
 
-	// A late ack of a message waiting to be delivered again removes it before anyone pulls it.
-	e.pushJSON(id, "twice", 0)
-	lease := e.pull(id, 1, 200*time.Millisecond)[0].LeaseID
-	eventually(t, 10*time.Second, "the message ready again", func() bool { return e.stats("leased").Ready == 1 })
-	if ack := e.ack(id, []string{lease}, nil); ack.AckCount != 1 {
-		t.Fatalf("late ack: %+v", ack)
-	}
-	if s := e.stats("leased"); s.Ready+s.InFlight+s.Delayed != 0 {
-		t.Errorf("after the late ack: %+v", s)
-	}
 	// A retry after its lease ended changes nothing, with a warning.
 	e.pushJSON(id, "thrice", 0)
-	lease = e.pull(id, 1, 200*time.Millisecond)[0].LeaseID
+	lease := e.pull(id, 1, 200*time.Millisecond)[0].LeaseID
 	again := e.pullN(id, 1, time.Minute, 10*time.Second)[0]
 	ack := e.ack(id, nil, map[string]float64{lease: -1})
 	if ack.RetryCount != 0 || ack.Warnings[lease] == "" {

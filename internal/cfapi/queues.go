@@ -4,20 +4,22 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
-	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/server"
 )
 
-// queueState is what the API keeps of a queue beyond the platform's messages: its times, its
-// delivery delay, its consumer and its last purge. It lives in the serving process.
+// queueState is what the API keeps of a queue beyond what the server knows of it: its times
+// and its last purge, as Cloudflare reports them. It lives in the serving process.
 type queueState struct {
 	created, modified time.Time
-	delay             int // delivery_delay, seconds
-	consumer          *consumerState
 	purged            time.Time
+	// consumerID is the id given to the consumer started over the API at consumerSince, and
+	// consumerScript the script a worker consumer's request named.
+	consumerID     string
+	consumerSince  time.Time
+	consumerScript string
 }
 
 // state returns the queue's state, making it for a queue the API has not seen yet (one that
@@ -58,29 +60,30 @@ type settingsJSON struct {
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
 
-// queueObject describes a queue whose stats are s.
-func (a *API) queueObject(s platform.QueueStats) queueJSON {
+// queueObject describes a queue whose counts are q.
+func (a *API) queueObject(q server.QueueInfo) queueJSON {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	st := a.state(s.Queue)
+	st := a.state(q.Queue)
 	out := queueJSON{
-		QueueID: QueueID(s.Queue), QueueName: s.Queue,
+		QueueID: QueueID(q.Queue), QueueName: q.Queue,
 		CreatedOn: stamp(st.created), ModifiedOn: stamp(st.modified),
 		Producers: []producerJSON{}, Consumers: []consumerJSON{},
-		Settings: settingsJSON{DeliveryDelay: st.delay, DeliveryPaused: s.Paused, MessageRetentionPeriod: int64(a.cfg.Retention / time.Second)},
+		Settings: settingsJSON{DeliveryDelay: a.c.DeliveryDelay(q.Queue), DeliveryPaused: q.Paused,
+			MessageRetentionPeriod: int64(a.c.Retention() / time.Second)},
 	}
-	if len(a.cfg.Producers[s.Queue]) > 0 {
-		out.Producers = append(out.Producers, producerJSON{Type: "worker", Script: a.cfg.Script})
+	a.mu.Unlock()
+	if len(q.Bindings) > 0 {
+		out.Producers = append(out.Producers, producerJSON{Type: "worker", Script: a.o.Script})
 	}
-	if st.consumer != nil {
-		out.Consumers = append(out.Consumers, a.consumerObject(s.Queue, st.consumer))
+	if ci, ok := a.consumer(q.Queue); ok {
+		out.Consumers = append(out.Consumers, a.consumerObject(ci))
 	}
 	out.ProducersTotalCount, out.ConsumersTotalCount = len(out.Producers), len(out.Consumers)
 	return out
 }
 
 func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
-	all, err := a.queueNames(r.Context())
+	all, err := a.queueInfos(r.Context())
 	if err != nil {
 		fail(w, err)
 		return
@@ -131,10 +134,6 @@ func (a *API) createQueue(w http.ResponseWriter, r *http.Request) {
 		fail(w, errInvalid("queue_name is required"))
 		return
 	}
-	if err := platform.CheckQueueName(name); err != nil {
-		fail(w, errInvalid(err.Error()))
-		return
-	}
 	if _, err := a.stat(r.Context(), name); err == nil {
 		fail(w, errConflict(11009, "Queue name is already taken: "+name))
 		return
@@ -142,8 +141,8 @@ func (a *API) createQueue(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	if _, err := a.cfg.Platform.Queue(r.Context(), name); err != nil {
-		fail(w, a.internal("create queue "+name, err))
+	if err := a.c.CreateQueue(r.Context(), name); err != nil {
+		fail(w, a.clientErr("create queue "+name, err))
 		return
 	}
 	now := time.Now()
@@ -205,7 +204,7 @@ func (a *API) changeQueue(w http.ResponseWriter, r *http.Request, name string, r
 		fail(w, err)
 		return
 	}
-	retention := int64(a.cfg.Retention / time.Second)
+	retention := int64(a.c.Retention() / time.Second)
 	if v, present, err := settings.integer("message_retention_period", 60, 1209600, errInvalid); err != nil {
 		fail(w, err)
 		return
@@ -219,51 +218,35 @@ func (a *API) changeQueue(w http.ResponseWriter, r *http.Request, name string, r
 	}
 	ctx := r.Context()
 	if hasPaused {
-		op := a.op.Resume
+		op := a.c.Resume
 		if paused {
-			op = a.op.Pause
+			op = a.c.Pause
 		}
 		if err := op(ctx, name); err != nil {
-			fail(w, a.internal("pause or resume "+name, err))
+			fail(w, a.clientErr("pause or resume "+name, err))
+			return
+		}
+	}
+	if hasDelay {
+		if err := a.c.SetDeliveryDelay(name, int(delay)); err != nil {
+			fail(w, a.clientErr("set the delivery delay of "+name, err))
 			return
 		}
 	}
 	a.mu.Lock()
-	st := a.state(name)
-	if hasDelay {
-		st.delay = int(delay)
-	}
-	st.modified = time.Now()
+	a.state(name).modified = time.Now()
 	a.mu.Unlock()
-	s, err := a.stat(ctx, name)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	if hasPaused {
-		s.Paused = paused // a resume takes effect within a moment (jetstream.Platform.Resume)
-	}
-	ok(w, a.queueObject(s))
+	a.answerQueue(w, ctx, name)
 }
 
 func (a *API) deleteQueue(w http.ResponseWriter, r *http.Request, name string) {
-	if slices.Contains(a.cfg.Configured, name) {
+	err := a.c.DeleteQueue(r.Context(), name)
+	switch {
+	case errors.Is(err, server.ErrConfigured):
 		fail(w, errConflict(10254, "Queue "+name+" is named in duilie's configuration; remove it there instead"))
 		return
-	}
-	ctx := r.Context()
-	a.mu.Lock()
-	st := a.state(name)
-	cs := st.consumer
-	a.mu.Unlock()
-	if cs != nil {
-		if err := a.stopConsumer(ctx, name, cs); err != nil {
-			fail(w, err)
-			return
-		}
-	}
-	if err := a.op.DeleteQueue(ctx, name); err != nil && !errors.Is(err, platform.ErrNoQueue) {
-		fail(w, a.internal("delete queue "+name, err))
+	case err != nil && !errors.Is(err, server.ErrNoQueue):
+		fail(w, a.clientErr("delete queue "+name, err))
 		return
 	}
 	a.mu.Lock()
@@ -295,19 +278,11 @@ func (a *API) purge(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	ctx := r.Context()
 	a.mu.Lock()
-	st := a.state(name)
-	st.purged = time.Now()
-	var pl *puller
-	if st.consumer != nil {
-		pl = st.consumer.pull
-	}
+	a.state(name).purged = time.Now()
 	a.mu.Unlock()
-	if _, err := a.op.Purge(ctx, name); err != nil {
-		fail(w, a.internal("purge "+name, err))
+	if _, err := a.c.Purge(ctx, name); err != nil {
+		fail(w, a.clientErr("purge "+name, err))
 		return
-	}
-	if pl != nil {
-		pl.forgetAll(ctx) // leased messages are gone too: an expiry must not bring them back
 	}
 	a.answerQueue(w, ctx, name)
 }

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duilie/duilie/internal/serve"
+
 	"github.com/cloudflare/cloudflare-go/v6"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/cloudflare/cloudflare-go/v6/queues"
@@ -37,7 +39,7 @@ var quiet = slog.New(slog.DiscardHandler)
 type env struct {
 	t   *testing.T
 	ctx context.Context
-	srv *server.Server
+	srv *serve.Server
 	q   *queues.QueueService
 	url string // the API's base URL, http://<addr>/client/v4
 }
@@ -55,7 +57,7 @@ func start(t *testing.T, cfg server.Config) *env {
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
-	srv, err := server.New(cfg)
+	srv, err := serve.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/duilie/duilie/internal/serve"
+
 	"github.com/spf13/cobra"
 
 	"github.com/duilie/duilie/server"
@@ -40,7 +42,7 @@ process group and ends serve at once. Logs go to stderr, one line per event.`,
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Program = opts.Program
-			srv, err := server.New(*cfg)
+			srv, err := serve.New(*cfg)
 			if err != nil {
 				return err
 			}

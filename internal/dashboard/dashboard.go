@@ -3,9 +3,9 @@
 // (replay a dead-letter queue, delete, purge, pause, resume, send a test message through the
 // interface's checks), recent events, and GET /metrics.
 //
-// What it counts comes from the host's reports alone (Observe), and what it changes goes
-// through the platform's operator operations (platform.Operator) and the interface's own send:
-// no rule of the interface lives here.
+// What it counts comes from the server's reports alone (Observe), and what it reads and
+// changes goes through the server's Client: its operator operations and the interface's own
+// send. No rule of the interface or of the operations lives here.
 //
 // # Security
 //
@@ -26,18 +26,17 @@ import (
 	"io/fs"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/duilie/duilie/server"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
 )
 
 //go:embed static
@@ -45,46 +44,56 @@ var static embed.FS
 
 // Options configure a Dashboard.
 type Options struct {
-	// Platform is the server's platform: its counts, and its operator operations when it has
-	// them.
-	Platform platform.Platform
-	// Consumers are the configured program consumers: their queues' batches in flight are
-	// reported from the start.
-	Consumers []host.ConsumerConfig
-	// DeadLetterQueues map each queue whose consumer (a program's or an http_pull one) names a
-	// dead-letter queue to that queue.
-	DeadLetterQueues map[string]string
-	// Bindings map each binding to its queue: a test message to a queue goes through one.
-	Bindings map[string]string
-	// Send sends a test message as a program would (发送队列消息, in an event of the server's
-	// own); its error is the interface's exception or abort.
-	Send func(ctx context.Context, binding, body string, delaySeconds int) error
 	// Token, when not "", is required on every request.
 	Token string
 	// Logger receives the dashboard's own failures; nil means slog.Default().
 	Logger *slog.Logger
 }
 
-// Dashboard serves the dashboard and /metrics. Observe must receive the host's every report.
+// Dashboard serves the dashboard and /metrics. Observe must receive the server's every report.
 type Dashboard struct {
 	o       Options
-	op      platform.Operator // nil when the platform has none
+	c       *server.Client
 	metrics *metrics
 	history *history
 	mux     *http.ServeMux
 }
 
-// New makes a dashboard.
-func New(o Options) *Dashboard {
+// Attach adds the dashboard of srv's configuration ([dashboard]) to srv, unless it has none:
+// from now on it observes every report, and it is served from Start until Shutdown. It returns
+// the attached surface (nil for none), whose Addr says where it listens once started.
+func Attach(srv *server.Server) (*server.Attached, error) {
+	c := srv.Client()
+	cfg := c.Config()
+	if cfg.Dashboard.Listen == "" {
+		return nil, nil
+	}
+	token, err := cfg.Dashboard.ResolveToken()
+	if err != nil {
+		return nil, err
+	}
+	d := New(c, Options{Token: token, Logger: cfg.Logger})
+	if err := srv.Subscribe(d.Observe); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	return srv.Attach(server.Surface{Name: "the dashboard", Addr: cfg.Dashboard.Listen, Handler: d,
+		Fallback: cfg.Dashboard.Listen == server.DefaultDashboardListen,
+		Started: func(addr string) {
+			log.Info("dashboard", "url", "http://"+addr+"/", "metrics", "http://"+addr+"/metrics")
+		}})
+}
+
+// New makes the dashboard of c's queues.
+func New(c *server.Client, o Options) *Dashboard {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	var consumed []string
-	for _, cc := range o.Consumers {
+	for _, cc := range c.Config().Consumers {
 		consumed = append(consumed, cc.Queue)
 	}
-	d := &Dashboard{o: o, metrics: newMetrics(o.Platform, consumed), history: newHistory(), mux: http.NewServeMux()}
-	d.op, _ = o.Platform.(platform.Operator)
+	d := &Dashboard{o: o, c: c, metrics: newMetrics(c, consumed), history: newHistory(), mux: http.NewServeMux()}
 	sub, _ := fs.Sub(static, "static")
 	files := http.FileServerFS(sub)
 	d.mux.Handle("GET /static/", http.StripPrefix("/static/", files))
@@ -106,13 +115,13 @@ func New(o Options) *Dashboard {
 	d.mux.HandleFunc("GET /api/queues/{queue}/messages", d.messages)
 	d.mux.HandleFunc("GET /api/queues/{queue}/series", d.series)
 	d.mux.HandleFunc("POST /api/queues/{queue}/pause", d.action(func(ctx context.Context, q string, _ []byte) (any, error) {
-		return nil, d.op.Pause(ctx, q)
+		return nil, d.c.Pause(ctx, q)
 	}))
 	d.mux.HandleFunc("POST /api/queues/{queue}/resume", d.action(func(ctx context.Context, q string, _ []byte) (any, error) {
-		return nil, d.op.Resume(ctx, q)
+		return nil, d.c.Resume(ctx, q)
 	}))
 	d.mux.HandleFunc("POST /api/queues/{queue}/purge", d.action(func(ctx context.Context, q string, _ []byte) (any, error) {
-		n, err := d.op.Purge(ctx, q)
+		n, err := d.c.Purge(ctx, q)
 		return map[string]int64{"purged": n}, err
 	}))
 	d.mux.HandleFunc("POST /api/queues/{queue}/replay", d.action(d.replay))
@@ -123,21 +132,15 @@ func New(o Options) *Dashboard {
 		if err := decode(body, &req); err != nil || len(req.IDs) == 0 {
 			return nil, badRequest(`the body must be {"ids":["<message id>",…]}`)
 		}
-		deleted := 0
-		for _, id := range req.IDs {
-			if err := d.op.Delete(ctx, q, id); err != nil {
-				return map[string]int{"deleted": deleted}, err
-			}
-			deleted++
-		}
-		return map[string]int{"deleted": deleted}, nil
+		n, err := d.c.Delete(ctx, q, req.IDs...)
+		return map[string]int{"deleted": n}, err
 	}))
 	d.mux.HandleFunc("POST /api/queues/{queue}/send", d.action(d.send))
 	return d
 }
 
-// Observe takes one of the host's reports.
-func (d *Dashboard) Observe(r host.Report) {
+// Observe takes one of the server's reports.
+func (d *Dashboard) Observe(r server.Report) {
 	d.metrics.observe(r)
 	d.history.observe(r)
 }
@@ -152,7 +155,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
 	switch {
-	case d.o.Token == "" && !Loopback(r.Host):
+	case d.o.Token == "" && !server.Loopback(r.Host):
 		http.Error(w, "this dashboard answers only on a loopback address (it has no token)", http.StatusForbidden)
 		return
 	case d.o.Token != "" && !d.authorized(r):
@@ -185,21 +188,6 @@ func (d *Dashboard) authorized(r *http.Request) bool {
 	return r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("token")
 }
 
-// Loopback reports whether an address (a Host header, a listen address; with or without a port)
-// is a loopback one: localhost, or a loopback IP.
-func Loopback(hostport string) bool {
-	h, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		h = hostport
-	}
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
 // sameOrigin reports whether a POST comes from the dashboard's own page: its Origin, when the
 // browser sent one, is this host, and Sec-Fetch-Site, when sent, says same-origin.
 func sameOrigin(r *http.Request) bool {
@@ -230,19 +218,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// fail answers an error: its own status, 404 for a queue or message that is not there, 503 for
-// a platform that cannot do it, else 502 (the platform failed).
+// fail answers an error: its own status, 400 for an argument out of range, 404 for a queue or
+// message that is not there, 501 for a platform without the operation, 503 for a server that
+// is not running, else 502 (the platform failed).
 func (d *Dashboard) fail(w http.ResponseWriter, err error) {
 	var he *httpError
 	status := http.StatusBadGateway
 	switch {
 	case errors.As(err, &he):
 		status = he.status
-	case errors.Is(err, platform.ErrNoQueue), errors.Is(err, platform.ErrNotFound):
+	case errors.Is(err, server.ErrNoQueue), errors.Is(err, server.ErrNoMessage):
 		status = http.StatusNotFound
-	case errors.Is(err, platform.ErrCursor):
+	case errors.Is(err, server.ErrCursor), errors.Is(err, server.ErrInvalid):
 		status = http.StatusBadRequest
-	case errors.Is(err, platform.ErrClosed):
+	case errors.Is(err, errors.ErrUnsupported):
+		status = http.StatusNotImplemented
+	case errors.Is(err, server.ErrNotStarted), errors.Is(err, server.ErrClosed):
 		status = http.StatusServiceUnavailable
 	default:
 		d.o.Logger.Warn("dashboard", "err", err)
@@ -271,10 +262,6 @@ const maxActionBytes = 1 << 20
 // action serves a POST that changes something: a JSON body (or none), then fn.
 func (d *Dashboard) action(fn func(ctx context.Context, queue string, body []byte) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if d.op == nil {
-			d.fail(w, &httpError{http.StatusNotImplemented, "this platform has no operator operations"})
-			return
-		}
 		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.ContentLength != 0 && mt != "application/json" {
 			d.fail(w, &httpError{http.StatusUnsupportedMediaType, "an action's body must be application/json"})
 			return
@@ -285,10 +272,6 @@ func (d *Dashboard) action(fn func(ctx context.Context, queue string, body []byt
 			return
 		}
 		q := r.PathValue("queue")
-		if err := platform.CheckQueueName(q); err != nil {
-			d.fail(w, badRequest(err.Error()))
-			return
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
 		out, err := fn(ctx, q, body)
@@ -305,7 +288,14 @@ func (d *Dashboard) action(fn func(ctx context.Context, queue string, body []byt
 
 // queueRow is one queue of GET /api/queues.
 type queueRow struct {
-	platform.QueueStats
+	Queue           string   `json:"queue"`
+	Ready           int64    `json:"ready"`
+	Delayed         int64    `json:"delayed"`
+	InFlight        int64    `json:"in_flight"`
+	Paused          bool     `json:"paused"`
+	Lost            int64    `json:"lost"`
+	Damage          string   `json:"damage,omitempty"`
+	Backlog         *int64   `json:"backlog,omitempty"`
 	DeadLetterQueue string   `json:"dead_letter_queue,omitempty"` // its consumer's
 	DeadLetters     *int64   `json:"dead_letters,omitempty"`      // ready and delayed in that queue
 	Sources         []string `json:"sources,omitempty"`           // queues whose consumers dead-letter here
@@ -316,49 +306,28 @@ type queueRow struct {
 }
 
 func (d *Dashboard) queueRows(ctx context.Context) ([]queueRow, error) {
-	st, ok := d.o.Platform.(platform.Stater)
-	if !ok {
-		return nil, &httpError{http.StatusNotImplemented, "this platform cannot count its messages"}
-	}
-	stats, err := st.Stats(ctx)
+	qs, err := d.c.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]platform.QueueStats{}
-	for _, s := range stats {
-		byName[s.Queue] = s
+	byName := map[string]server.QueueInfo{}
+	for _, q := range qs {
+		byName[q.Queue] = q
 	}
-	rows := make([]queueRow, len(stats))
-	for i, s := range stats {
-		row := queueRow{QueueStats: s, Operable: d.op != nil}
-		if dlq, ok := d.o.DeadLetterQueues[s.Queue]; ok {
-			row.DeadLetterQueue = dlq
-			n := byName[dlq].Ready + byName[dlq].Delayed
+	operable := d.c.Operable(ctx)
+	rows := make([]queueRow, len(qs))
+	for i, q := range qs {
+		row := queueRow{Queue: q.Queue, Ready: q.Ready, Delayed: q.Delayed, InFlight: q.InFlight, Paused: q.Paused,
+			Lost: q.Lost, Damage: q.Damage, Backlog: q.Backlog, DeadLetterQueue: q.DeadLetterQueue,
+			Sources: q.Sources, Bindings: q.Bindings, Operable: operable}
+		if q.DeadLetterQueue != "" {
+			n := byName[q.DeadLetterQueue].Ready + byName[q.DeadLetterQueue].Delayed
 			row.DeadLetters = &n
 		}
-		row.Sources = d.sources(s.Queue)
-		for b, q := range d.o.Bindings {
-			if q == s.Queue {
-				row.Bindings = append(row.Bindings, b)
-			}
-		}
-		slices.Sort(row.Bindings)
-		row.SendRate, row.SettleRate = d.history.rates(s.Queue)
+		row.SendRate, row.SettleRate = d.history.rates(q.Queue)
 		rows[i] = row
 	}
 	return rows, nil
-}
-
-// sources are the queues whose consumers name dlq as their dead-letter queue.
-func (d *Dashboard) sources(dlq string) []string {
-	var out []string
-	for q, d := range d.o.DeadLetterQueues {
-		if d == dlq {
-			out = append(out, q)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 func (d *Dashboard) queues(w http.ResponseWriter, r *http.Request) {
@@ -370,61 +339,29 @@ func (d *Dashboard) queues(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rows)
 }
 
-// message is one message of GET /api/queues/{queue}/messages.
-type message struct {
-	ID          string          `json:"id"`
-	State       platform.State  `json:"state"`
-	Attempts    int             `json:"attempts"`
-	Timestamp   int64           `json:"timestamp"`
-	Due         int64           `json:"due,omitempty"`
-	Delivered   int64           `json:"delivered,omitempty"`
-	ContentType string          `json:"content_type"`
-	Body        json.RawMessage `json:"body,omitempty"` // a JSON body as itself, a text body as a string
-	Size        int             `json:"size"`
-}
-
+// messages answers a page of a queue's messages, each as the server renders a stored message.
 func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
-	if d.op == nil {
-		d.fail(w, &httpError{http.StatusNotImplemented, "this platform has no operator operations"})
-		return
-	}
 	q := r.URL.Query()
-	opts := platform.BrowseOptions{Cursor: q.Get("cursor")}
-	if s := q.Get("state"); s != "" {
-		st, err := platform.ParseState(s)
-		if err != nil {
-			d.fail(w, badRequest(err.Error()))
-			return
-		}
-		opts.State = st
-	}
+	o := server.PeekOptions{Cursor: q.Get("cursor"), State: q.Get("state")}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > platform.MaxBrowseLimit {
+		if err != nil || n < 1 {
 			d.fail(w, badRequest("limit must be 1–1000"))
 			return
 		}
-		opts.Limit = n
+		o.Limit = n
 	}
-	page, err := d.op.Browse(r.Context(), r.PathValue("queue"), opts)
+	page, err := d.c.Peek(r.Context(), r.PathValue("queue"), o)
 	if err != nil {
 		d.fail(w, err)
 		return
 	}
 	out := struct {
-		Messages []message `json:"messages"`
-		Next     string    `json:"next,omitempty"`
-	}{Messages: make([]message, len(page.Messages)), Next: page.Next}
-	for i, m := range page.Messages {
-		msg := message{ID: m.ID, State: m.State, Attempts: m.Attempts, Timestamp: m.Timestamp, Due: m.Due,
-			Delivered: m.Delivered, ContentType: string(m.ContentType), Size: len(m.Body)}
-		switch {
-		case m.ContentType == platform.JSON && json.Valid(m.Body):
-			msg.Body = m.Body
-		case m.ContentType == platform.Text:
-			msg.Body, _ = json.Marshal(string(m.Body))
-		}
-		out.Messages[i] = msg
+		Messages []server.Message `json:"messages"`
+		Next     string           `json:"next,omitempty"`
+	}{Messages: page.Messages, Next: page.Next}
+	if out.Messages == nil {
+		out.Messages = []server.Message{}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -457,25 +394,8 @@ func (d *Dashboard) replay(ctx context.Context, q string, body []byte) (any, err
 	if err := decode(body, &req); err != nil {
 		return nil, badRequest(`the body must be {"ids"?:[…],"limit"?:n,"delay"?:seconds,"to"?:"queue"}: ` + err.Error())
 	}
-	if req.Limit < 0 || req.Delay < 0 || req.Delay > 43200 {
-		return nil, badRequest("limit must be 0 or more, delay 0–43200 (seconds)")
-	}
-	to := req.To
-	if to == "" {
-		sources := d.sources(q)
-		if len(sources) != 1 {
-			return nil, badRequest("no single consumer names " + q + " as its dead-letter queue: say where to replay with \"to\"")
-		}
-		to = sources[0]
-	}
-	if err := platform.CheckQueueName(to); err != nil {
-		return nil, badRequest(`"to": ` + err.Error())
-	}
-	if to == q {
-		return nil, badRequest(`"to" must be another queue than ` + q)
-	}
-	n, err := d.op.Move(ctx, q, to, platform.MoveOptions{IDs: req.IDs, Limit: req.Limit, Delay: time.Duration(req.Delay) * time.Second})
-	return map[string]any{"replayed": n, "to": to}, err
+	r, err := d.c.Replay(ctx, q, server.ReplayOptions{To: req.To, IDs: req.IDs, Limit: req.Limit, Delay: time.Duration(req.Delay) * time.Second})
+	return map[string]any{"replayed": r.Messages, "to": r.To}, err
 }
 
 // send sends a test message through the interface: 发送队列消息 with the queue's first binding,
@@ -490,12 +410,12 @@ func (d *Dashboard) send(ctx context.Context, q string, body []byte) (any, error
 		return nil, badRequest(`the body must be {"body":"<the message's JSON text>","delay"?:seconds}: ` + err.Error())
 	}
 	var bindings []string
-	for b, name := range d.o.Bindings {
+	for b, name := range d.c.Config().Bindings {
 		if name == q {
 			bindings = append(bindings, b)
 		}
 	}
-	if len(bindings) == 0 || d.o.Send == nil {
+	if len(bindings) == 0 {
 		return nil, &httpError{http.StatusConflict, "no binding sends to " + q + " ([[queues.producers]])"}
 	}
 	slices.Sort(bindings)
@@ -504,7 +424,7 @@ func (d *Dashboard) send(ctx context.Context, q string, body []byte) (any, error
 		Binding   string `json:"binding"`
 		Exception string `json:"exception,omitempty"` // the interface's exception or abort, verbatim
 	}
-	if err := d.o.Send(ctx, bindings[0], req.Body, req.Delay); err != nil {
+	if err := d.c.Send(ctx, bindings[0], req.Body, req.Delay); err != nil {
 		// The interface refusing a message is the answer to this request, not its failure.
 		var ex *duilie.Exception
 		var ab *duilie.Abort

@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -9,27 +11,30 @@ import (
 	"testing"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/server"
 )
 
 // FuzzAPI sends any body and query to every route of the dashboard: bad input gets a clear 4xx
 // status with a JSON error, never a panic or a 5xx. Seeds are in testdata/fuzz/FuzzAPI.
 func FuzzAPI(f *testing.F) {
-	p := memory.New(memory.Options{})
-	q, _ := p.Queue(context.Background(), "jobs")
-	_ = q.Send(context.Background(), []byte(`{"n":1}`), platform.SendOptions{ContentType: platform.JSON})
-	cc := host.DefaultConsumerConfig("jobs")
+	cc := server.DefaultConsumerConfig("jobs")
 	cc.DeadLetterQueue = "jobs-dead"
-	d := New(Options{Platform: p, Consumers: []host.ConsumerConfig{cc}, DeadLetterQueues: map[string]string{"jobs": "jobs-dead"},
-		Bindings: map[string]string{"JOBS": "jobs"},
-		Send: func(ctx context.Context, binding, body string, delay int) error {
-			if strings.HasPrefix(body, "{") && strings.HasSuffix(body, "}") {
-				return nil
-			}
-			return duilie.ErrBodyNotJSON
-		}})
+	srv, err := server.New(server.Config{Platform: &memory.Config{}, Logger: slog.New(slog.DiscardHandler),
+		Permissions: server.Permissions{Queue: []string{"JOBS"}}, Bindings: map[string]string{"JOBS": "jobs"},
+		Consumers: []server.ConsumerConfig{cc}, Program: &duilie.Program{Queue: func(*duilie.Event) error { return errors.New("kept") }}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { srv.Shutdown(ctx) })
+	if err := srv.Client().Send(ctx, "JOBS", `{"n":1}`, 3600); err != nil {
+		f.Fatal(err)
+	}
+	d := New(srv.Client(), Options{})
 	f.Fuzz(func(t *testing.T, route, query, body string) {
 		method, path := "POST", "/api/queues/jobs/"+url.PathEscape(route)
 		switch route {

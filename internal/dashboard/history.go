@@ -5,8 +5,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/server"
+
+	"github.com/duilie/duilie"
 )
 
 // history keeps what the dashboard's charts and event list show, from the host's reports: per
@@ -71,22 +72,22 @@ func (h *history) slot(queue string) *second {
 	return s
 }
 
-func (h *history) observe(r host.Report) {
+func (h *history) observe(r server.Report) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch r := r.(type) {
-	case *host.SendReport:
+	case *server.SendReport:
 		if r.Err == nil && r.Queue != "" {
 			h.slot(r.Queue).sent += r.Messages
 		}
-	case *host.EventReport:
+	case *server.EventReport:
 		row := eventRow{ID: r.ID, Kind: string(r.Kind), Queue: r.Queue, Outcome: string(r.Outcome),
 			Start: r.Start.UnixMilli(), DurationMS: float64(r.Duration.Microseconds()) / 1000, Batch: r.Batch,
 			Method: r.Method, Path: r.Path, Status: r.Status}
 		if r.Err != nil {
 			row.Error = r.Err.Error()
 		}
-		if r.Kind == host.QueueEvent {
+		if r.Kind == duilie.QueueEvent {
 			s := h.slot(r.Queue)
 			s.delivered += r.Batch
 			for _, m := range r.Messages {
@@ -94,12 +95,12 @@ func (h *history) observe(r host.Report) {
 				if len(s.lags) < lagSamples {
 					s.lags = append(s.lags, float64(m.Lag.Microseconds())/1000)
 				}
-				switch m.Action.Kind {
-				case platform.Done:
+				switch m.Result {
+				case server.Acked:
 					row.Acked++
-				case platform.Redeliver:
+				case server.Retried:
 					row.Retried++
-				case platform.DeadLetter:
+				case server.DeadLettered:
 					row.Dead++
 				}
 			}
@@ -107,7 +108,15 @@ func (h *history) observe(r host.Report) {
 		if h.events = append(h.events, row); len(h.events) > recentEvents {
 			h.events = slices.Delete(h.events, 0, len(h.events)-recentEvents)
 		}
-	case *host.SettleReport:
+	case *server.PullReport:
+		s := h.slot(r.Queue)
+		s.delivered += len(r.Messages)
+		for _, m := range r.Messages {
+			if len(s.lags) < lagSamples {
+				s.lags = append(s.lags, float64(m.Lag.Microseconds())/1000)
+			}
+		}
+	case *server.SettleReport:
 		s := h.slot(r.Queue)
 		for _, m := range r.Messages {
 			h.settle(s, m)
@@ -115,13 +124,13 @@ func (h *history) observe(r host.Report) {
 	}
 }
 
-func (h *history) settle(s *second, m host.MessageReport) {
-	switch m.Action.Kind {
-	case platform.Done:
+func (h *history) settle(s *second, m server.MessageReport) {
+	switch m.Result {
+	case server.Acked:
 		s.acked++
-	case platform.Redeliver:
+	case server.Retried:
 		s.retried++
-	case platform.DeadLetter:
+	case server.DeadLettered:
 		s.dead++
 	}
 }

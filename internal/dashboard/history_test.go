@@ -23,9 +23,12 @@ func TestHistory(t *testing.T) {
 	}
 	ms[0].Action = platform.Action{Kind: platform.Redeliver}
 	ms[1].Action = platform.Action{Kind: platform.DeadLetter}
+	for i := range ms {
+		ms[i].Result = host.ResultOf(ms[i].Action)
+	}
 	h.observe(&host.EventReport{ID: "e1", Kind: host.QueueEvent, Queue: "q", Outcome: host.OK, Batch: 100, Messages: ms})
 	now = now.Add(time.Second)
-	h.observe(&host.SettleReport{Queue: "q", Messages: []host.MessageReport{{Action: platform.Action{Kind: platform.DeadLetter}}}})
+	h.observe(&host.SettleReport{Queue: "q", Messages: []host.MessageReport{{Action: platform.Action{Kind: platform.DeadLetter}, Result: host.DeadLettered}}})
 	h.observe(&host.EventReport{ID: "e2", Kind: host.FetchEvent, Outcome: host.Failed, Err: errors.New("boom"), Status: 500})
 
 	s := h.series("q", 3)

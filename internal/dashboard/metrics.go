@@ -2,15 +2,16 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"runtime/debug"
 	"time"
 
+	"github.com/duilie/duilie/server"
+
+	"github.com/duilie/duilie"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
 )
 
 // metrics are the Prometheus metrics of one server, in a registry of their own. Every counter
@@ -31,15 +32,7 @@ type metrics struct {
 	bridge    *prometheus.CounterVec
 }
 
-// Results of duilie_messages_settled_total.
-var resultOf = map[platform.ActionKind]string{
-	platform.Done:       "acked",
-	platform.Redeliver:  "retried",
-	platform.DeadLetter: "dead_lettered",
-	platform.Drop:       "dropped",
-}
-
-func newMetrics(p platform.Platform, consumers []string) *metrics {
+func newMetrics(c *server.Client, consumers []string) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
 		reg: reg,
@@ -71,7 +64,7 @@ func newMetrics(p platform.Platform, consumers []string) *metrics {
 		Help: "duilie's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	reg.MustRegister(m.sent, m.delivered, m.settled, m.events, m.duration, m.lag, m.batch, m.inFlight, m.bridge, build,
-		&queueCollector{p: p}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		&queueCollector{c: c}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, q := range consumers {
 		m.inFlight.WithLabelValues(q) // 0 from the start, not absent
 	}
@@ -79,15 +72,15 @@ func newMetrics(p platform.Platform, consumers []string) *metrics {
 }
 
 // observe counts one report.
-func (m *metrics) observe(r host.Report) {
+func (m *metrics) observe(r server.Report) {
 	switch r := r.(type) {
-	case *host.SendReport:
+	case *server.SendReport:
 		if r.Err == nil && r.Queue != "" {
 			m.sent.WithLabelValues(r.Queue).Add(float64(r.Messages))
 		}
-	case *host.StartReport:
+	case *server.StartReport:
 		m.inFlight.WithLabelValues(r.Queue).Inc()
-	case *host.EventReport:
+	case *server.EventReport:
 		kind := string(r.Kind)
 		m.events.WithLabelValues(kind, r.Queue, string(r.Outcome)).Inc()
 		m.duration.WithLabelValues(kind, r.Queue).Observe(r.Duration.Seconds())
@@ -98,7 +91,7 @@ func (m *metrics) observe(r host.Report) {
 			}
 			m.bridge.WithLabelValues(name, statusLabel(c.Status)).Add(float64(n))
 		}
-		if r.Kind != host.QueueEvent {
+		if r.Kind != duilie.QueueEvent {
 			return
 		}
 		m.inFlight.WithLabelValues(r.Queue).Dec()
@@ -108,16 +101,21 @@ func (m *metrics) observe(r host.Report) {
 			m.lag.WithLabelValues(r.Queue).Observe(msg.Lag.Seconds())
 			m.settle(r.Queue, msg)
 		}
-	case *host.SettleReport:
+	case *server.PullReport:
+		m.delivered.WithLabelValues(r.Queue).Add(float64(len(r.Messages)))
+		for _, msg := range r.Messages {
+			m.lag.WithLabelValues(r.Queue).Observe(msg.Lag.Seconds())
+		}
+	case *server.SettleReport:
 		for _, msg := range r.Messages {
 			m.settle(r.Queue, msg)
 		}
 	}
 }
 
-func (m *metrics) settle(queue string, msg host.MessageReport) {
-	if result, ok := resultOf[msg.Action.Kind]; ok {
-		m.settled.WithLabelValues(queue, result).Inc()
+func (m *metrics) settle(queue string, msg server.MessageReport) {
+	if msg.Result != server.Released { // given back undelivered: nothing was settled
+		m.settled.WithLabelValues(queue, string(msg.Result)).Inc()
 	}
 }
 
@@ -134,7 +132,7 @@ func statusLabel(status int) string {
 }
 
 // queueCollector reports duilie_queue_messages from the platform's counts at each scrape.
-type queueCollector struct{ p platform.Platform }
+type queueCollector struct{ c *server.Client }
 
 var queueDesc = prometheus.NewDesc("duilie_queue_messages",
 	"Messages in each queue now, by state: ready, delayed, in_flight.", []string{"queue", "state"}, nil)
@@ -142,20 +140,22 @@ var queueDesc = prometheus.NewDesc("duilie_queue_messages",
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDesc }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	st, ok := c.p.(platform.Stater)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	stats, err := st.Stats(ctx)
+	qs, err := c.c.Queues(ctx)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return // a platform that cannot count
+	}
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(queueDesc, err)
 		return
 	}
-	for _, s := range stats {
-		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(s.Ready), s.Queue, string(platform.Ready))
-		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(s.Delayed), s.Queue, string(platform.Delayed))
-		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(s.InFlight), s.Queue, string(platform.InFlight))
+	for _, q := range qs {
+		if q.Backlog != nil {
+			continue // counted only as a backlog (Cloudflare)
+		}
+		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(q.Ready), q.Queue, "ready")
+		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(q.Delayed), q.Queue, "delayed")
+		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(q.InFlight), q.Queue, "in_flight")
 	}
 }

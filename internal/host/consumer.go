@@ -51,13 +51,7 @@ func (c ConsumerConfig) Validate() error {
 	if c.RetryDelay < 0 || c.RetryDelay > 43200*time.Second {
 		bad("RetryDelay")
 	}
-	switch {
-	case c.DeadLetterQueue == "":
-	case platform.CheckQueueName(c.DeadLetterQueue) != nil:
-		bad("DeadLetterQueue")
-	case c.DeadLetterQueue == c.Queue:
-		errs = append(errs, &platform.FieldError{Field: "DeadLetterQueue", Rule: "must be another queue than the one consumed"})
-	}
+	errs = append(errs, checkDeadLetterQueue(c, c.Queue, c.DeadLetterQueue))
 	if c.MaxConcurrency < 1 || c.MaxConcurrency > 250 {
 		bad("MaxConcurrency")
 	}
@@ -304,23 +298,9 @@ func collect(ctx context.Context, c platform.Consumer, cc ConsumerConfig) ([]pla
 // messages whose retries were already exhausted before this delivery (a crash or shutdown
 // redelivered them once too often) are dead-lettered or dropped without being delivered.
 func (h *Host) runBatch(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery, handler Handler) error {
-	live := ds
-	if !h.caps.Retries && slices.ContainsFunc(ds, func(d platform.Delivery) bool { return d.Attempts > cc.MaxRetries+1 }) {
-		var exhausted []platform.Resolution
-		live = make([]platform.Delivery, 0, len(ds))
-		for _, d := range ds {
-			if d.Attempts > cc.MaxRetries+1 {
-				exhausted = append(exhausted, platform.Resolution{Delivery: d, Action: giveUp(cc)})
-				continue
-			}
-			live = append(live, d)
-		}
-		if len(exhausted) > 0 {
-			h.settleUnrun(ctx, c, platform.Settlement{Queue: cc.Queue, Messages: exhausted}, Exhausted)
-			if len(live) == 0 {
-				return nil
-			}
-		}
+	live := h.giveUpExhausted(ctx, c, cc.Queue, cc.retries(), ds)
+	if len(live) == 0 {
+		return nil
 	}
 
 	start := time.Now()
@@ -372,6 +352,25 @@ func (h *Host) runQueueEvent(ctx context.Context, cc ConsumerConfig, ds []platfo
 	return ev, resolve(cc, h.caps, b, failure != nil), failure
 }
 
+// giveUpExhausted dead-letters or drops, undelivered, the deliveries whose retries were spent
+// before this delivery, reports them, and returns the others.
+func (h *Host) giveUpExhausted(ctx context.Context, c platform.Consumer, queue string, r retryRules, ds []platform.Delivery) []platform.Delivery {
+	if !slices.ContainsFunc(ds, func(d platform.Delivery) bool { return r.exhausted(h.caps, d.Attempts) }) {
+		return ds
+	}
+	var spent []platform.Resolution
+	live := make([]platform.Delivery, 0, len(ds))
+	for _, d := range ds {
+		if r.exhausted(h.caps, d.Attempts) {
+			spent = append(spent, platform.Resolution{Delivery: d, Action: r.giveUp()})
+			continue
+		}
+		live = append(live, d)
+	}
+	h.settleUnrun(ctx, c, platform.Settlement{Queue: queue, Messages: spent}, Exhausted)
+	return live
+}
+
 // messageReports reports each message of a settlement; start is when its handler started, or
 // the zero time for messages no handler saw.
 func messageReports(s platform.Settlement, start time.Time) []MessageReport {
@@ -411,42 +410,66 @@ func keepInFlight(ctx context.Context, c platform.Consumer, ds []platform.Delive
 }
 
 // resolve decides what becomes of each message of a batch whose event has ended (SPEC §7):
-// an explicit ack is final even when the event failed; an explicit retry is redelivered after
-// its delay, or the consumer's retry_delay; with no call, a normal end is success and a failure
-// redelivers after retry_delay. A redelivery that would exceed max_retries dead-letters the
-// message, or drops it when there is no dead-letter queue.
+// each message by decide, on the call the program made on it.
+func resolve(cc ConsumerConfig, caps platform.Capabilities, b *event.Batch, failed bool) platform.Settlement {
+	calls := b.Freeze()
+	s := platform.Settlement{Queue: cc.Queue, Failed: failed, Messages: make([]platform.Resolution, len(calls))}
+	for i, call := range calls {
+		d := b.Delivery(i)
+		s.Messages[i] = platform.Resolution{Delivery: d, Call: call, Action: decide(cc.retries(), caps, d.Attempts, call, failed)}
+	}
+	return s
+}
+
+// retryRules are a consumer's settings that decide what becomes of a message that did not
+// succeed: a push consumer's and a pull consumer's alike.
+type retryRules struct {
+	maxRetries      int
+	retryDelay      time.Duration
+	deadLetterQueue string
+}
+
+func (c ConsumerConfig) retries() retryRules {
+	return retryRules{c.MaxRetries, c.RetryDelay, c.DeadLetterQueue}
+}
+
+// decide is what becomes of one delivered message (SPEC §7), for push and pull consumers
+// alike: an explicit ack is final even when the event failed; an explicit retry is
+// redelivered after its delay, or the consumer's retry_delay; with no call, a normal end is
+// success and a failure redelivers after retry_delay. A redelivery that would exceed
+// max_retries dead-letters the message, or drops it when there is no dead-letter queue.
 //
 // On a platform that counts retries itself (platform.Capabilities.Retries) the host makes no
 // such decision: a retried message, or one of a failed event, is redelivered with the delay
 // the program asked for (0: the platform's own), and the platform applies its retry limit and
 // dead-letter queue.
-func resolve(cc ConsumerConfig, caps platform.Capabilities, b *event.Batch, failed bool) platform.Settlement {
-	calls := b.Freeze()
-	s := platform.Settlement{Queue: cc.Queue, Failed: failed, Messages: make([]platform.Resolution, len(calls))}
-	for i, call := range calls {
-		r := platform.Resolution{Delivery: b.Delivery(i), Call: call}
-		switch {
-		case call.Kind == platform.AckCall, call.Kind == platform.NoCall && !failed:
-			r.Action = platform.Action{Kind: platform.Done}
-		case caps.Retries:
-			r.Action = platform.Action{Kind: platform.Redeliver, Delay: time.Duration(call.DelaySeconds) * time.Second}
-		case r.Attempts >= cc.MaxRetries+1:
-			r.Action = giveUp(cc)
-		default:
-			delay := cc.RetryDelay
-			if call.Kind == platform.RetryCall && call.DelaySeconds > 0 {
-				delay = time.Duration(call.DelaySeconds) * time.Second
-			}
-			r.Action = platform.Action{Kind: platform.Redeliver, Delay: delay}
-		}
-		s.Messages[i] = r
+func decide(r retryRules, caps platform.Capabilities, attempts int, call platform.Call, failed bool) platform.Action {
+	switch {
+	case call.Kind == platform.AckCall, call.Kind == platform.NoCall && !failed:
+		return platform.Action{Kind: platform.Done}
+	case caps.Retries:
+		return platform.Action{Kind: platform.Redeliver, Delay: time.Duration(call.DelaySeconds) * time.Second}
+	case attempts >= r.maxRetries+1:
+		return r.giveUp()
 	}
-	return s
+	delay := r.retryDelay
+	if call.Kind == platform.RetryCall && call.DelaySeconds > 0 {
+		delay = time.Duration(call.DelaySeconds) * time.Second
+	}
+	return platform.Action{Kind: platform.Redeliver, Delay: delay}
 }
 
-func giveUp(cc ConsumerConfig) platform.Action {
-	if cc.DeadLetterQueue != "" {
-		return platform.Action{Kind: platform.DeadLetter, Queue: cc.DeadLetterQueue}
+// exhausted reports whether a message delivered attempts times has had more deliveries than
+// max_retries allows (a crash or shutdown redelivered it before its last failure was
+// recorded), so that it must be given up undelivered; never on a platform that counts retries.
+func (r retryRules) exhausted(caps platform.Capabilities, attempts int) bool {
+	return !caps.Retries && attempts > r.maxRetries+1
+}
+
+// giveUp is what becomes of a message whose retries are spent.
+func (r retryRules) giveUp() platform.Action {
+	if r.deadLetterQueue != "" {
+		return platform.Action{Kind: platform.DeadLetter, Queue: r.deadLetterQueue}
 	}
 	return platform.Action{Kind: platform.Drop}
 }

@@ -84,6 +84,18 @@ func logSettle(log *slog.Logger, r *SettleReport) {
 			attrs = append(attrs, "settle_err", r.Err.Error())
 		}
 		log.Info("released undelivered messages", attrs...)
+	case Pulled:
+		attrs = append(attrs, "acked", count[platform.Done], "retried", count[platform.Redeliver],
+			"dead", count[platform.DeadLetter], "dropped", count[platform.Drop])
+		level := slog.LevelDebug
+		if count[platform.DeadLetter]+count[platform.Drop] > 0 {
+			level = slog.LevelInfo
+		}
+		if r.Err != nil {
+			level = slog.LevelError
+			attrs = append(attrs, "settle_err", r.Err.Error())
+		}
+		log.Log(context.Background(), level, "pulled messages settled", attrs...)
 	}
 }
 

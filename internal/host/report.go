@@ -15,8 +15,8 @@ import (
 // keep a report's slices past its return unless it copies them.
 type Observer func(Report)
 
-// Report is an *EventReport, a *StartReport, a *SettleReport, a *SendReport or an
-// *OperationReport.
+// Report is an *EventReport, a *StartReport, a *SettleReport, a *PullReport, a *SendReport or
+// an *OperationReport.
 type Report interface{ report() }
 
 // Outcome names how an event ended.
@@ -186,7 +186,17 @@ const (
 	Exhausted SettleReason = "exhausted"
 	// Halting: received while the host was halting; given back, attempts unchanged.
 	Halting SettleReason = "released"
+	// Pulled: pulled messages settled by their client (an ack or a retry) or by their lease
+	// running out.
+	Pulled SettleReason = "pulled"
 )
+
+// PullReport is messages a client pulled from a pull consumer, each now leased.
+type PullReport struct {
+	Queue    string
+	Start    time.Time
+	Messages []MessageReport // ID, Attempts and Lag: what became of them follows in a SettleReport
+}
 
 // SendReport is one call of 发送队列消息 or 批量发送队列消息 that passed its checks.
 type SendReport struct {
@@ -207,6 +217,7 @@ func (*StartReport) report()     {}
 func (*SettleReport) report()    {}
 func (*SendReport) report()      {}
 func (*OperationReport) report() {}
+func (*PullReport) report()      {}
 
 // lag is how long m waited for a handler that started at start.
 func lag(m platform.Message, start time.Time) time.Duration {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duilie/duilie/internal/serve"
+
 	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/platform/cloudflare"
 	"github.com/duilie/duilie/platform/jetstream"
@@ -33,7 +35,7 @@ func serveAPI(t testing.TB, queues ...string) string {
 	for _, q := range queues {
 		cfg.CloudflareAPI.PullConsumers = append(cfg.CloudflareAPI.PullConsumers, server.DefaultPullConsumer(q))
 	}
-	srv, err := server.New(cfg)
+	srv, err := serve.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

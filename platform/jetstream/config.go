@@ -76,6 +76,14 @@ var _ platform.Config = (*Config)(nil)
 // Kind is "jetstream".
 func (c *Config) Kind() string { return Kind }
 
+// RetentionPeriod is how long an unconsumed message is kept: Retention, or its default.
+func (c *Config) RetentionPeriod() time.Duration {
+	if c.Retention == 0 {
+		return DefaultRetention
+	}
+	return c.Retention
+}
+
 // Open opens the platform the configuration describes, as Open does, with o's Serve and Logger.
 func (c *Config) Open(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
 	cfg := *c

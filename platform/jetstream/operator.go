@@ -522,7 +522,7 @@ func (p *Platform) Pause(ctx context.Context, queue string) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: pause queue %s: %w", queue, err)
 	}
-	return p.waitPaused(ctx, queue)
+	return p.waitPaused(ctx, queue, true)
 }
 
 // waitPaused waits until the queue's consumer reports itself paused. On a cluster the pause's
@@ -530,20 +530,21 @@ func (p *Platform) Pause(ctx context.Context, queue string) error {
 // leader applies it: without the wait, a message sent just after Pause returned could still be
 // delivered. The consumer's info is answered by its leader, which delivers nothing once it
 // reports the pause.
-func (p *Platform) waitPaused(ctx context.Context, queue string) error {
+func (p *Platform) waitPaused(ctx context.Context, queue string, paused bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	what := map[bool]string{true: "pause", false: "resume"}[paused]
 	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
 		c, err := p.js.Consumer(ctx, streamName(queue), consumerName)
-		if err == nil && c.CachedInfo().Paused {
+		if err == nil && c.CachedInfo().Paused == paused {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			if err == nil {
-				err = errors.New("the consumer does not report the pause")
+				err = errors.New("the consumer does not report the " + what)
 			}
-			return fmt.Errorf("jetstream: pause queue %s: %w (%w)", queue, err, ctx.Err())
+			return fmt.Errorf("jetstream: %s queue %s: %w (%w)", what, queue, err, ctx.Err())
 		case <-time.After(wait):
 		}
 	}
@@ -555,7 +556,8 @@ func (p *Platform) waitPaused(ctx context.Context, queue string) error {
 // until they expire.
 const resumeLead = 200 * time.Millisecond
 
-// Resume resumes the queue's durable consumer, within resumeLead.
+// Resume resumes the queue's durable consumer, and returns once it reports itself resumed
+// (resumeLead later): a pull made after Resume returns is served.
 func (p *Platform) Resume(ctx context.Context, queue string) error {
 	st, err := p.js.Stream(ctx, streamName(queue))
 	if err != nil {
@@ -573,7 +575,7 @@ func (p *Platform) Resume(ctx context.Context, queue string) error {
 	if _, err := p.js.PauseConsumer(ctx, streamName(queue), consumerName, time.Now().Add(resumeLead)); err != nil {
 		return fmt.Errorf("jetstream: resume queue %s: %w", queue, err)
 	}
-	return nil
+	return p.waitPaused(ctx, queue, false)
 }
 
 // messageID is a stream message's message id: duilie's own, or a foreign producer's

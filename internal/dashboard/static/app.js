@@ -4,6 +4,9 @@
 const $ = (sel, root = document) => root.querySelector(sel);
 const main = $("#main");
 
+// readable: the message's body is shown as itself (json or text); any other is base64.
+function readable(m) { return m.content_type === "json" || m.content_type === "text"; }
+
 function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
@@ -223,12 +226,12 @@ function queueView(name) {
         for (const r of msgBody.children) r.classList.remove("sel");
         tr.classList.add("sel");
         viewerBox.replaceChildren(el("div", { class: "mono muted" }, m.id, " · ", m.content_type, " · ", m.size + " bytes"),
-          m.body === undefined ? el("p", {}, "(not a JSON value: " + m.content_type + ")") : jsonView(m.body));
+          !readable(m) ? el("p", {}, "(not a JSON value: " + m.content_type + ")") : jsonView(m.body));
       } },
         el("td", {}, pick), el("td", { class: "mono" }, m.id.slice(0, 12) + "…"), el("td", {}, m.state),
         el("td", { class: "num" }, m.attempts), el("td", {}, fmtTime(m.timestamp)),
         el("td", {}, m.state === "delayed" ? fmtTime(m.due) : m.state === "in_flight" ? fmtTime(m.delivered) : "–"),
-        el("td", { class: "mono body-preview" }, m.body === undefined ? "(" + m.content_type + ")" : JSON.stringify(m.body)));
+        el("td", { class: "mono body-preview" }, !readable(m) ? "(" + m.content_type + ")" : JSON.stringify(m.body)));
       msgBody.append(tr);
     }
     if (!msgBody.children.length) msgBody.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "no messages")));

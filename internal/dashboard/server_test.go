@@ -1,4 +1,4 @@
-package server
+package dashboard_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/duilie/duilie/internal/serve"
+	"github.com/duilie/duilie/server"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -112,12 +115,12 @@ func TestMetricsAfterWorkload(t *testing.T) {
 		}
 		return nil
 	}
-	cc := DefaultConsumerConfig("jobs")
+	cc := server.DefaultConsumerConfig("jobs")
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue = 1, 0, 1, "jobs-dead"
-	srv, err := New(Config{
-		Permissions: Permissions{Queue: []string{"JOBS"}},
-		Bindings:    map[string]string{"JOBS": "jobs"},
-		Consumers:   []ConsumerConfig{cc},
+	srv, err := serve.New(server.Config{
+		Permissions: server.Permissions{Queue: []string{"JOBS"}},
+		Bindings:           map[string]string{"JOBS": "jobs"},
+		Consumers:          []server.ConsumerConfig{cc},
 		Program: &duilie.Program{Queue: handle, Fetch: func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 			body, _ := io.ReadAll(r.Body)
 			var send error
@@ -134,7 +137,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 		}},
 		Listen:    "127.0.0.1:0",
 		Platform:  &jetstream.Config{DataDir: t.TempDir()},
-		Dashboard: DashboardConfig{Listen: "127.0.0.1:0"},
+		Dashboard: server.DashboardConfig{Listen: "127.0.0.1:0"},
 		Logger:    quietLog(),
 	})
 	if err != nil {
@@ -224,18 +227,18 @@ func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // A dashboard beyond loopback refuses to start without its token; with one, every request
 // needs it, and an action from another origin is refused even with it.
 func TestDashboardToken(t *testing.T) { // not parallel: it sets an environment variable
-	base := Config{Platform: &memory.Config{}, Logger: quietLog()}
+	base := server.Config{Platform: &memory.Config{}, Logger: quietLog()}
 	for _, c := range []struct {
-		dash DashboardConfig
+		dash server.DashboardConfig
 		want string
 	}{
-		{DashboardConfig{Listen: "0.0.0.0:0"}, `dashboard.listen = "0.0.0.0:0": is not a loopback address, so the dashboard needs a token: name the environment variable that holds it with dashboard.token_env`},
-		{DashboardConfig{Listen: "0.0.0.0:0", TokenEnv: "DUILIE_TEST_UNSET_TOKEN"}, `dashboard.token_env = "DUILIE_TEST_UNSET_TOKEN": names an environment variable that is unset or empty; the dashboard needs its token`},
+		{server.DashboardConfig{Listen: "0.0.0.0:0"}, `dashboard.listen = "0.0.0.0:0": is not a loopback address, so the dashboard needs a token: name the environment variable that holds it with dashboard.token_env`},
+		{server.DashboardConfig{Listen: "0.0.0.0:0", TokenEnv: "DUILIE_TEST_UNSET_TOKEN"}, `dashboard.token_env = "DUILIE_TEST_UNSET_TOKEN": names an environment variable that is unset or empty; the dashboard needs its token`},
 	} {
 		cfg := base
 		cfg.Dashboard = c.dash
-		_, err := New(cfg)
-		var ce *ConfigError
+		_, err := serve.New(cfg)
+		var ce *server.ConfigError
 		if !errors.As(err, &ce) || ce.Error() != c.want {
 			t.Errorf("%+v: %v, want %q", c.dash, err, c.want)
 		}
@@ -243,10 +246,10 @@ func TestDashboardToken(t *testing.T) { // not parallel: it sets an environment 
 
 	t.Setenv("DUILIE_TEST_TOKEN", "s3cret")
 	cfg := base
-	cfg.Consumers = []ConsumerConfig{DefaultConsumerConfig("jobs")}
+	cfg.Consumers = []server.ConsumerConfig{server.DefaultConsumerConfig("jobs")}
 	cfg.Program = &duilie.Program{Queue: func(ev *duilie.Event) error { return nil }}
-	cfg.Dashboard = DashboardConfig{Listen: "127.0.0.1:0", TokenEnv: "DUILIE_TEST_TOKEN"}
-	srv, err := New(cfg)
+	cfg.Dashboard = server.DashboardConfig{Listen: "127.0.0.1:0", TokenEnv: "DUILIE_TEST_TOKEN"}
+	srv, err := serve.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +311,7 @@ func TestDashboardToken(t *testing.T) { // not parallel: it sets an environment 
 // rebinding), and only same-origin actions.
 func TestDashboardLoopbackOnly(t *testing.T) {
 	t.Parallel()
-	srv, err := New(Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: DashboardConfig{Listen: "127.0.0.1:0"},
+	srv, err := serve.New(server.Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: server.DashboardConfig{Listen: "127.0.0.1:0"},
 		Bindings: map[string]string{"JOBS": "jobs"}})
 	if err != nil {
 		t.Fatal(err)
@@ -387,9 +390,9 @@ func bearer(token string) string {
 // Two servers on the default dashboard address: the second finds it taken, takes a free
 // loopback port instead and logs both, so two serves on one machine both start.
 func TestDashboardDefaultTaken(t *testing.T) { // not parallel: it takes the default address
-	start := func(log *logBuffer) *Server {
+	start := func(log *logBuffer) *serve.Server {
 		t.Helper()
-		srv, err := New(Config{Platform: &memory.Config{}, Dashboard: DefaultDashboard(),
+		srv, err := serve.New(server.Config{Platform: &memory.Config{}, Dashboard: server.DefaultDashboard(),
 			Logger: slog.New(slog.NewTextHandler(log, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -405,11 +408,11 @@ func TestDashboardDefaultTaken(t *testing.T) { // not parallel: it takes the def
 	second := start(&log2)
 	a1, a2 := first.DashboardAddr(), second.DashboardAddr()
 	host, _, _ := strings.Cut(a2, ":")
-	if a1 == "" || a2 == "" || a1 == a2 || host != "127.0.0.1" || a2 == DefaultDashboardListen {
+	if a1 == "" || a2 == "" || a1 == a2 || host != "127.0.0.1" || a2 == server.DefaultDashboardListen {
 		t.Fatalf("dashboards on %q and %q: want two loopback addresses, the second not the default", a1, a2)
 	}
 	logged := log2.String()
-	if !strings.Contains(logged, `msg="the dashboard's default address is taken; using a free loopback port" address=127.0.0.1:8789`) ||
+	if !strings.Contains(logged, `msg="the dashboard's address is taken; using a free loopback port" address=127.0.0.1:8789`) ||
 		!strings.Contains(logged, `msg=dashboard url=http://`+a2+`/`) {
 		t.Errorf("the second server logged:\n%s", logged)
 	}
@@ -420,7 +423,7 @@ func TestDashboardDefaultTaken(t *testing.T) { // not parallel: it takes the def
 		}
 	}
 	// An address the configuration names is not replaced: taken, the server does not start.
-	srv, err := New(Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: DashboardConfig{Listen: a2}})
+	srv, err := serve.New(server.Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: server.DashboardConfig{Listen: a2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,10 +455,10 @@ func (l *logBuffer) String() string {
 // consumer's is: its queue's row names it with its count, and replay sends it back there.
 func TestDashboardPullConsumerDeadLetters(t *testing.T) {
 	t.Parallel()
-	pc := DefaultPullConsumer("audit")
+	pc := server.DefaultPullConsumer("audit")
 	pc.DeadLetterQueue = "audit-dlq"
-	srv, err := New(Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: DashboardConfig{Listen: "127.0.0.1:0"},
-		CloudflareAPI: CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "acc", Token: "t", PullConsumers: []PullConsumer{pc}}})
+	srv, err := serve.New(server.Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: server.DashboardConfig{Listen: "127.0.0.1:0"},
+		CloudflareAPI: server.CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "acc", Token: "t", PullConsumers: []server.PullConsumer{pc}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +467,7 @@ func TestDashboardPullConsumerDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(ctx)
-	if err := srv.Client().Push(ctx, "audit-dlq", PushMessage{Body: []byte(`{"n":1}`), ContentType: "json"}); err != nil {
+	if err := srv.Client().Push(ctx, "audit-dlq", server.PushMessage{Body: []byte(`{"n":1}`), ContentType: "json"}); err != nil {
 		t.Fatal(err)
 	}
 	url := "http://" + srv.DashboardAddr()
