@@ -119,8 +119,8 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue = 1, 0, 1, "jobs-dead"
 	srv, err := serve.New(server.Config{
 		Permissions: server.Permissions{Queue: []string{"JOBS"}},
-		Bindings:           map[string]string{"JOBS": "jobs"},
-		Consumers:          []server.ConsumerConfig{cc},
+		Bindings:    map[string]string{"JOBS": "jobs"},
+		Consumers:   []server.ConsumerConfig{cc},
 		Program: &duilie.Program{Queue: handle, Fetch: func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 			body, _ := io.ReadAll(r.Body)
 			var send error
