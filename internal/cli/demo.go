@@ -20,8 +20,6 @@ import (
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/bench"
-	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
 	"github.com/duilie/duilie/server"
 )
 
@@ -200,9 +198,9 @@ func (d *demoState) program(ev *duilie.Event) error {
 }
 
 // observe counts what became of the queue's messages, from the host's reports.
-func (d *demoState) observe(r host.Report) {
-	er, ok := r.(*host.EventReport)
-	if !ok || er.Kind != host.QueueEvent || er.Queue != demoQueue {
+func (d *demoState) observe(r server.Report) {
+	er, ok := r.(*server.EventReport)
+	if !ok || er.Kind != duilie.QueueEvent || er.Queue != demoQueue {
 		return
 	}
 	d.mu.Lock()
@@ -218,10 +216,10 @@ func (d *demoState) observe(r host.Report) {
 		} else {
 			g.latency = append(g.latency, m.Lag)
 		}
-		switch m.Action.Kind {
-		case platform.Done:
+		switch m.Result {
+		case server.Acked:
 			g.done++
-		case platform.DeadLetter:
+		case server.DeadLettered:
 			g.dead++
 		}
 	}
@@ -244,7 +242,7 @@ func runDemo(ctx context.Context, quick, verbose bool, stdout, stderr io.Writer)
 		return &exitError{exitSoftware, err}
 	}
 	cfg.Program = &duilie.Program{Queue: d.program}
-	cfg.Observers = []host.Observer{d.observe}
+	cfg.Observers = []server.Observer{d.observe}
 	cfg.Logger = log
 	srv, err := server.New(*cfg)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 
 // The operator's commands: peek, replay, purge, delete, pause, resume. Each opens the platform
 // as send does (reaching a running serve, or opening the data directory itself) and calls one
-// of its operator operations (platform.Operator).
+// of the client's operator operations.
 
 const operateExitStatus = `Exit status: 0 success; 64 usage; 78 the configuration; 69 the engine is unavailable, or
 the queue or message does not exist.`
