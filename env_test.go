@@ -48,7 +48,7 @@ func newDeployment(t *testing.T, timeLimit time.Duration) *deployment {
 }
 
 // run runs fn as a fetch event and returns the event's failure.
-func (d *deployment) run(fn duilie.Handler) error { return d.h.Run(context.Background(), fn) }
+func (d *deployment) run(fn duilie.Handler) error { return d.h.Do(context.Background(), fn) }
 
 // send returns Send's error in a fetch event of its own.
 func (d *deployment) send(binding, body string, delay int) error {

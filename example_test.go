@@ -23,7 +23,7 @@ func ExampleSend() {
 		Permissions: server.Permissions{Queue: []string{"PAGE_QUEUE"}},
 		Bindings:    map[string]string{"PAGE_QUEUE": "page-render"},
 	})
-	_ = h.Run(context.Background(), func(ev *duilie.Event) error {
+	_ = h.Do(context.Background(), func(ev *duilie.Event) error {
 		if err := duilie.Send(ev, "PAGE_QUEUE", `{"kind":"page", "url":"/release/x", "n":1E2}`, 0); err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func ExampleReadBatchOf() {
 		Bindings:    map[string]string{"PAGE_QUEUE": "page-render"},
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	_ = h.Run(context.Background(), func(ev *duilie.Event) error {
+	_ = h.Do(context.Background(), func(ev *duilie.Event) error {
 		return duilie.SendBatch(ev, "PAGE_QUEUE", `[{"body":{"kind":"page","url":"/a"}},{"body":{"kind":"page","url":"/b"}}]`)
 	})
 
@@ -96,7 +96,7 @@ func ExampleReadBatchOf() {
 // ReadBatch gives the batch as the JSON text every host returns.
 func ExampleReadBatch() {
 	h, _ := host.New(host.Config{Platform: memory.New(memory.Options{})})
-	_ = h.Run(context.Background(), func(ev *duilie.Event) error {
+	_ = h.Do(context.Background(), func(ev *duilie.Event) error {
 		_, err := duilie.ReadBatch(ev)
 		fmt.Println(err)
 		return nil

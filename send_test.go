@@ -213,7 +213,7 @@ func TestQueueUnavailable(t *testing.T) {
 	h, _ := host.New(host.Config{Platform: unreachable{memory.New(memory.Options{})},
 		Permissions: server.Permissions{Queue: []string{"B"}}, Bindings: map[string]string{"B": "q"}})
 	var errs []error
-	failure := h.Run(context.Background(), func(ev *duilie.Event) error {
+	failure := h.Do(context.Background(), func(ev *duilie.Event) error {
 		errs = append(errs, duilie.Send(ev, "B", "1", 0), duilie.SendBatch(ev, "B", `[{"body":1}]`))
 		return nil
 	})

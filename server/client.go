@@ -13,6 +13,7 @@ import (
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
+	"github.com/nats-io/nats.go"
 )
 
 // Client is the one door to the configured platform, for everything that is not a program's
@@ -79,7 +80,7 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c := newClient(&cfg, nil, cfg.observers())
 	c.open = func(ctx context.Context) (platform.Platform, error) {
-		return cfg.OpenPlatform(ctx, platform.OpenOptions{Logger: c.log})
+		return cfg.openPlatform(ctx, false, c.log)
 	}
 	if err := c.newHost(); err != nil {
 		return nil, err
@@ -166,6 +167,13 @@ func (c *Client) stop() {
 	c.closed = true
 }
 
+// Connect opens the platform now, rather than when an operation first needs it, and returns
+// why it cannot be opened: a service that should fail at its start calls it.
+func (c *Client) Connect(ctx context.Context) error {
+	_, err := c.platform(ctx)
+	return err
+}
+
 // OpenErr is why the platform could not be opened, or nil when it opened or was not needed yet.
 // A command exits with it rather than with what an event made of it.
 func (c *Client) OpenErr() error {
@@ -213,7 +221,7 @@ func (c *Client) Do(ctx context.Context, fn duilie.Handler) error {
 	if h == nil {
 		return ErrNotStarted
 	}
-	failure := h.Run(ctx, fn)
+	failure := h.Do(ctx, fn)
 	if err := c.OpenErr(); err != nil {
 		return err
 	}
@@ -266,6 +274,16 @@ func (l lazy) Consume(ctx context.Context, name string, opts platform.ConsumerOp
 }
 
 func (l lazy) Close() error { return nil } // the client closes the platform
+
+// Capabilities are the platform's once it is open (a consumer opens it before it settles).
+func (l lazy) Capabilities() platform.Capabilities {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if l.c.raw == nil {
+		return platform.Capabilities{}
+	}
+	return platform.CapabilitiesOf(l.c.raw)
+}
 
 // deliveryDelays are the queues' delivery delays, in seconds: the configuration's, changed at
 // run time by Cloudflare's API (a queue's settings.delivery_delay).
@@ -454,4 +472,40 @@ func (c *Client) operator(p platform.Platform) (platform.Operator, error) {
 		return nil, fmt.Errorf("platform kind %s has no operator operations: %w", c.Kind(), errors.ErrUnsupported)
 	}
 	return op, nil
+}
+
+// Consume runs the queue's consumer in this process: one event of handler per batch, as a
+// server's consumers run them (SPEC §7), until ctx ends; then it takes no new batch and returns
+// once the running events have been settled. It is for a Go program that consumes without
+// serving; a server's configured consumers run on their own. A queue should have one consumer.
+func (c *Client) Consume(ctx context.Context, cc ConsumerConfig, handler duilie.Handler) error {
+	c.mu.Lock()
+	h := c.h
+	c.mu.Unlock()
+	if h == nil {
+		return ErrNotStarted
+	}
+	if err := cc.Validate(); err != nil {
+		return invalid("%v", err)
+	}
+	return h.Consume(ctx, cc, handler)
+}
+
+// NATS returns a new connection to the NATS server the platform runs on (the embedded engine,
+// or the cluster), and the stream replicas the platform uses there, for measurements beside
+// duilie's own (duilie bench --compare-raw). Other platforms have none: errors.ErrUnsupported.
+func (c *Client) NATS(ctx context.Context) (*nats.Conn, int, error) {
+	p, err := c.opened(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	n, ok := p.(interface {
+		Dial() (*nats.Conn, error)
+		Replicas() int
+	})
+	if !ok {
+		return nil, 0, fmt.Errorf("platform kind %s runs on no NATS server: %w", c.Kind(), errors.ErrUnsupported)
+	}
+	nc, err := n.Dial()
+	return nc, n.Replicas(), err
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,11 +74,51 @@ func LoadConfig(path string) (*Config, error) {
 	return ParseConfig(path, filepath.Dir(abs), text)
 }
 
-// OpenPlatform opens the configured platform as o says. A platform that cannot use a
-// setting's value (a data directory another user owns or may write) fails with a
-// *ConfigError naming the key, as a mistake in the file does.
-func (cfg *Config) OpenPlatform(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
-	p, err := cfg.Platform.Open(ctx, o)
+// SetPlatform sets one key of the [platform] table as duilie.toml would (value as TOML decodes
+// it: a string, an int64, a bool), on a copy of the platform's settings, which are checked
+// again; a mistake is a *ConfigError naming the key.
+func (cfg *Config) SetPlatform(key string, value any) error {
+	pc := reflect.New(reflect.TypeOf(cfg.Platform).Elem())
+	pc.Elem().Set(reflect.ValueOf(cfg.Platform).Elem())
+	opener := pc.Interface().(platform.Opener)
+	c := &checker{file: cfg.File, dir: cfg.Dir}
+	t := map[string]any{key: value}
+	if !slices.Contains(keys(opener), key) {
+		c.badKey("platform."+key, "is not a setting of platform kind "+opener.Kind())
+	} else {
+		bad := c.decode("platform", t, opener)
+		c.invalid("platform", t, opener, opener.Validate(), bad)
+	}
+	if len(c.mistakes) > 0 {
+		return &ConfigError{c.mistakes}
+	}
+	cfg.Platform = opener
+	return nil
+}
+
+// PlatformSetting is the value of a key of the [platform] table, as the configuration holds
+// it, and whether the platform's kind has that key.
+func (cfg *Config) PlatformSetting(key string) (any, bool) {
+	rv := reflect.ValueOf(cfg.Platform).Elem()
+	for _, f := range fieldsOf(rv.Type()) {
+		if f.key == key {
+			return rv.FieldByIndex(f.index).Interface(), true
+		}
+	}
+	return nil, false
+}
+
+// openPlatform opens the configured platform: as the process that owns its store (a server),
+// or as one that reaches the owner. A platform that cannot use a setting's value (a data
+// directory another user owns or may write) fails with a *ConfigError naming the key, as a
+// mistake in the file does.
+func (cfg *Config) openPlatform(ctx context.Context, owner bool, log *slog.Logger) (platform.Platform, error) {
+	o := platform.OpenOptions{Logger: log}
+	open := cfg.Platform.Open
+	if oo, ok := cfg.Platform.(platform.OwnerOpener); ok && owner {
+		open = oo.OpenOwner
+	}
+	p, err := open(ctx, o)
 	if len(platform.FieldErrors(err)) > 0 {
 		c := &checker{file: cfg.File, dir: cfg.Dir}
 		c.invalid("platform", nil, cfg.Platform, err, nil)
@@ -580,7 +622,7 @@ func (c *checker) cloudflare(cfg *Config, t map[string]any, bad map[string]bool,
 	c.cycles(links, len(api.PullConsumers))
 	for _, q := range slices.Sorted(maps.Keys(cfg.DeliveryDelays)) {
 		if d := cfg.DeliveryDelays[q]; d < 0 || d > MaxDeliveryDelay {
-			c.bad("queues.producers.delivery_delay", int64(d), "must be 0–86400 (seconds), for queue "+q)
+			c.bad("queues.producers.delivery_delay", int64(d), fmt.Sprintf("must be 0–%d (seconds), for queue %s", MaxDeliveryDelay, q))
 		}
 	}
 }

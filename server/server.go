@@ -116,7 +116,7 @@ type Config struct {
 
 	// Platform is the platform to run on; nil means the embedded engine in .duilie
 	// (jetstream.Config{}).
-	Platform platform.Config
+	Platform platform.Opener
 
 	// Dashboard is the web dashboard and /metrics ([dashboard]); the zero value has none.
 	Dashboard DashboardConfig
@@ -388,7 +388,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	if s.p, err = cfg.OpenPlatform(ctx, platform.OpenOptions{Serve: true, Logger: log}); err != nil {
+	if s.p, err = cfg.openPlatform(ctx, true, log); err != nil {
 		return err
 	}
 	defer func() {
@@ -603,7 +603,7 @@ func (s *Server) Do(ctx context.Context, fn duilie.Handler) error {
 	if h == nil {
 		return ErrNotStarted
 	}
-	return h.Run(ctx, fn)
+	return h.Do(ctx, fn)
 }
 
 // Handler returns an http.Handler that runs fn as one fetch event per request, as the fetch

@@ -42,7 +42,7 @@ func (l *syncLog) String() string {
 // to the fetch listener is a fetch event that sends, the message is a queue event, and both
 // are reported and logged.
 func TestServerInCode(t *testing.T) {
-	for name, pc := range map[string]platform.Config{
+	for name, pc := range map[string]platform.Opener{
 		"memory":   &memory.Config{},
 		"embedded": &jetstream.Config{DataDir: t.TempDir()},
 	} {
@@ -232,8 +232,8 @@ func TestNewChecks(t *testing.T) {
 // broken is a platform configuration whose consumers fail permanently.
 type broken struct{ memory.Config }
 
-func (b *broken) Open(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
-	p, err := b.Config.Open(ctx, o)
+func (b *broken) OpenOwner(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
+	p, err := b.Config.OpenOwner(ctx, o)
 	return &brokenPlatform{p}, err
 }
 

@@ -93,8 +93,8 @@ func (c *checker) wrangler(raw map[string]any) *Config {
 			n, ok := d.(int64)
 			q, _ := t["queue"].(string)
 			switch {
-			case !ok || n < 0 || n > 86400:
-				c.bad(table+".delivery_delay", d, "must be 0–86400 (seconds)")
+			case !ok || n < 0 || n > int64(MaxDeliveryDelay):
+				c.bad(table+".delivery_delay", d, fmt.Sprintf("must be 0–%d (seconds)", MaxDeliveryDelay))
 			case q == "":
 			case cfg.DeliveryDelays[q] != 0 && cfg.DeliveryDelays[q] != int(n):
 				c.bad(table+".delivery_delay", d, "differs from another producer's of queue "+strconv.Quote(q)+"; duilie delays per queue")

@@ -85,7 +85,7 @@ func postTask(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 }
 
 // run serves on ln until ctx ends.
-func run(ctx context.Context, ln net.Listener, pc platform.Config, logger *slog.Logger) error {
+func run(ctx context.Context, ln net.Listener, pc platform.Opener, logger *slog.Logger) error {
 	svc := &service{}
 	// The whole of duilie: permissions, a binding, a consumer, the handler, a platform.
 	srv, err := server.New(server.Config{
@@ -128,7 +128,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "where the service listens")
 	inMemory := flag.Bool("memory", false, "keep the queues in memory (gone at exit) instead of ./.duilie")
 	flag.Parse()
-	var pc platform.Config = &jetstream.Config{DataDir: ".duilie"}
+	var pc platform.Opener = &jetstream.Config{DataDir: ".duilie"}
 	if *inMemory {
 		pc = &memory.Config{}
 	}

@@ -19,7 +19,7 @@ import (
 // The service runs as it would in production, on a real listener, once on each platform:
 // POST /tasks sends through the service's own handler, the in-process consumer does the tasks.
 func TestService(t *testing.T) {
-	for name, pc := range map[string]platform.Config{
+	for name, pc := range map[string]platform.Opener{
 		"memory":   &memory.Config{},
 		"embedded": &jetstream.Config{DataDir: t.TempDir()},
 	} {

@@ -29,9 +29,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform"
-	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/server"
 )
 
@@ -118,9 +115,6 @@ const benchQueueBinding = "BENCH"
 // Run measures o on the platform o.ConfigPath configures, or on a temporary embedded engine,
 // with progress on stderr.
 func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
-	if o.Sync != "" && o.Sync != jetstream.SyncAlways && o.Sync != jetstream.SyncInterval {
-		return nil, usageError(`--sync must be "always" or "interval"`)
-	}
 	var cfg *server.Config
 	var err error
 	desc := "embedded engine in a temporary directory"
@@ -135,36 +129,33 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 			return nil, fail(IO, fmt.Errorf("temporary directory: %w", err))
 		}
 		defer os.RemoveAll(dir)
-		cfg = &server.Config{Platform: &jetstream.Config{DataDir: dir}}
-	}
-	sync := o.Sync
-	if jc, ok := cfg.Platform.(*jetstream.Config); ok {
-		if sync != "" {
-			c := *jc
-			c.Sync = sync
-			cfg.Platform = &c
-		} else if sync = jc.Sync; sync == "" && jc.URL == "" {
-			sync = jetstream.SyncInterval
+		if cfg, err = server.ParseConfig("(bench)", dir, []byte("[platform]\ndata_dir = \".\"\n")); err != nil {
+			return nil, fail(Software, err)
 		}
-	} else if sync != "" {
-		return nil, usageError("--sync applies to the jetstream platform only")
 	}
-	p, err := openPlatform(ctx, cfg)
+	if o.Sync != "" {
+		if err := cfg.SetPlatform("sync", o.Sync); err != nil {
+			return nil, usageError("--sync " + o.Sync + ": " + err.Error())
+		}
+	}
+	sync, _ := cfg.PlatformSetting("sync")
+	c, queue, err := open(ctx, cfg, o)
 	if err != nil {
 		return nil, err
 	}
-	defer p.Close()
-	js, _ := p.(*jetstream.Platform)
-	if o.CompareRaw && js == nil {
-		return nil, usageError("--compare-raw needs the jetstream platform (the embedded engine or a NATS cluster)")
+	defer c.Close()
+	nc, replicas, natsErr := c.NATS(ctx)
+	if o.CompareRaw && natsErr != nil {
+		return nil, usageError("--compare-raw needs the jetstream platform (the embedded engine or a NATS cluster): " + natsErr.Error())
 	}
-	if js != nil && js.Attached() {
-		desc += ", attached to the running serve"
+	if nc != nil {
+		nc.Close()
 	}
 
 	res := &Result{Platform: desc, Producers: o.Producers, Batch: o.Batch, Size: o.Size,
 		ConsumerBatch: o.ConsumerBatch, Concurrency: o.Concurrency, Delayed: o.Delayed, Delay: o.Delay, Prefill: o.Prefill,
-		Sync: sync, CPUs: runtime.NumCPU()}
+		CPUs: runtime.NumCPU()}
+	res.Sync, _ = sync.(string)
 	if o.Duration > 0 {
 		res.Duration = o.Duration.String()
 	} else {
@@ -175,7 +166,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ours, err := benchDuilie(ctx, o, p, stderr)
+	ours, err := benchDuilie(ctx, o, c, queue, stderr)
 	stop()
 	if err != nil {
 		return nil, err
@@ -195,7 +186,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 			if err != nil {
 				return nil, err
 			}
-			r, err := benchRaw(ctx, o, js, ours.Messages, async, stderr)
+			r, err := benchRaw(ctx, o, c, replicas, ours.Messages, async, stderr)
 			stop()
 			if err != nil {
 				return nil, err
@@ -295,62 +286,102 @@ func (m *benchMeter) sendCall(d time.Duration) {
 	m.mu.Unlock()
 }
 
-func benchDuilie(ctx context.Context, o Options, p platform.Platform, stderr io.Writer) (*Measurement, error) {
+// open makes bench's client of cfg: the configured platform with a binding of bench's own to
+// a queue of its own (created, and deleted when the client closes), an observer that feeds the
+// meter once set, and a time limit long enough for any producer.
+func open(ctx context.Context, cfg *server.Config, o Options) (*benchClient, string, error) {
 	queue := "bench"
 	if o.ConfigPath != "" {
 		queue = "duilie-bench-" + randomHex(4)
 	}
-	if _, err := p.Queue(ctx, queue); err != nil {
-		return nil, fail(Unavailable, fmt.Errorf("queue %s: %w", queue, err))
+	bc := &benchClient{}
+	plain := *cfg // without bench's binding, whose queue it may then delete
+	cfg.Permissions = server.Permissions{Queue: []string{benchQueueBinding}}
+	cfg.Bindings = map[string]string{benchQueueBinding: queue}
+	cfg.TimeLimit = maxTimeLimit
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Observers = []server.Observer{bc.observe}
+	c, err := server.Open(ctx, *cfg)
+	if err != nil {
+		return nil, "", err
 	}
-	if op, ok := p.(platform.Operator); ok && o.ConfigPath != "" {
-		defer func() {
+	bc.Client = c
+	if err := c.CreateQueue(ctx, queue); err != nil {
+		c.Close()
+		var ce *server.ConfigError
+		if errors.As(err, &ce) {
+			return nil, "", err
+		}
+		return nil, "", fail(Unavailable, fmt.Errorf("queue %s: %w", queue, err))
+	}
+	if o.ConfigPath != "" {
+		bc.cleanup = func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_ = op.DeleteQueue(cctx, queue)
-		}()
+			if c, err := server.Open(cctx, plain); err == nil {
+				_ = c.DeleteQueue(cctx, queue)
+				_ = c.Close()
+			}
+		}
 	}
+	return bc, queue, nil
+}
+
+// maxTimeLimit is the longest event time limit: bench's producers each send in one event.
+const maxTimeLimit = 900 * time.Second
+
+// benchClient is the client of a bench run, with the meter its observer feeds.
+type benchClient struct {
+	*server.Client
+	cleanup func()
+	meter   atomic.Pointer[benchMeter]
+}
+
+func (bc *benchClient) Close() error {
+	err := bc.Client.Close()
+	if bc.cleanup != nil {
+		bc.cleanup()
+	}
+	return err
+}
+
+// observe counts the settled messages of queue events.
+func (bc *benchClient) observe(r server.Report) {
+	m := bc.meter.Load()
+	er, ok := r.(*server.EventReport)
+	if m == nil || !ok || er.Kind != duilie.QueueEvent {
+		return
+	}
+	m.mu.Lock()
+	for _, mr := range er.Messages {
+		switch {
+		case mr.Attempts > 1:
+			m.redelivered.Add(1)
+			continue
+		case mr.Result != server.Acked:
+			continue
+		}
+		if _, delayed := m.delayed.LoadAndDelete(mr.ID); delayed {
+			m.late = append(m.late, mr.Lag)
+		} else {
+			m.lat = append(m.lat, mr.Lag)
+		}
+	}
+	m.mu.Unlock()
+	m.settle(int64(er.Batch))
+}
+
+func benchDuilie(ctx context.Context, o Options, c *benchClient, queue string, stderr io.Writer) (*Measurement, error) {
 	m := newBenchMeter()
-	h, err := host.New(host.Config{
-		Platform:    p,
-		Permissions: host.Permissions{Queue: []string{benchQueueBinding}},
-		Bindings:    map[string]string{benchQueueBinding: queue},
-		TimeLimit:   host.MaxTimeLimit,
-		Logger:      slog.New(slog.DiscardHandler),
-		Observer: func(r host.Report) {
-			er, ok := r.(*host.EventReport)
-			if !ok || er.Kind != host.QueueEvent {
-				return
-			}
-			m.mu.Lock()
-			for _, mr := range er.Messages {
-				switch {
-				case mr.Attempts > 1:
-					m.redelivered.Add(1)
-					continue
-				case mr.Action.Kind != platform.Done:
-					continue
-				}
-				if _, delayed := m.delayed.LoadAndDelete(mr.ID); delayed {
-					m.late = append(m.late, mr.Lag)
-				} else {
-					m.lat = append(m.lat, mr.Lag)
-				}
-			}
-			m.mu.Unlock()
-			m.settle(int64(er.Batch))
-		},
-	})
-	if err != nil {
-		return nil, fail(Software, err)
-	}
+	c.meter.Store(m)
+	defer c.meter.Store(nil)
 	// A delayed message's body starts with "d", so that the program can tell the observer
 	// which lags are a delayed message's lateness.
 	body := benchBody(o.Size)
 	dbody := `"d` + body[2:]
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cc := host.DefaultConsumerConfig(queue)
+	cc := server.DefaultConsumerConfig(queue)
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = o.ConsumerBatch, 10*time.Millisecond, o.Concurrency
 	cc.MaxRetries = 0
 	consumed := make(chan error, 1)
@@ -375,7 +406,7 @@ func benchDuilie(ctx context.Context, o Options, p platform.Platform, stderr io.
 	var consumeStart time.Time
 	startConsumer := func() {
 		consumeStart = time.Now()
-		go func() { consumed <- h.Consume(ctx, cc, program) }()
+		go func() { consumed <- c.Consume(ctx, cc, program) }()
 	}
 	if !o.Prefill {
 		startConsumer()
@@ -393,7 +424,7 @@ func benchDuilie(ctx context.Context, o Options, p platform.Platform, stderr io.
 	var sendErr atomic.Pointer[error]
 	for range o.Producers {
 		wg.Go(func() {
-			err := h.Run(ctx, func(ev *duilie.Event) error {
+			err := c.Do(ctx, func(ev *duilie.Event) error {
 				for {
 					first, n := pl.take(o.Batch)
 					if n == 0 {
@@ -452,7 +483,7 @@ func benchDuilie(ctx context.Context, o Options, p platform.Platform, stderr io.
 		startConsumer()
 	}
 	total := m.sent.Load()
-	err = waitSettled(ctx, m, total, consumed, o)
+	err := waitSettled(ctx, m, total, consumed, o)
 	stopProgress()
 	if err != nil {
 		return nil, err
@@ -526,7 +557,7 @@ const (
 // size: producers publish each message synchronously (async false), or asynchronously with a
 // window of 4096 (waiting for each batch's acknowledgements with --batch N > 1); a pull consumer
 // acks each message without waiting for a confirmation. Delays are not part of it.
-func benchRaw(ctx context.Context, o Options, p *jetstream.Platform, n int, async bool, stderr io.Writer) (*Measurement, error) {
+func benchRaw(ctx context.Context, o Options, c *benchClient, replicas, n int, async bool, stderr io.Writer) (*Measurement, error) {
 	name := rawSync
 	if async {
 		name = rawAsync
@@ -534,7 +565,7 @@ func benchRaw(ctx context.Context, o Options, p *jetstream.Platform, n int, asyn
 	fail := func(err error) (*Measurement, error) {
 		return nil, fail(Unavailable, fmt.Errorf("bench: %s: %w", name, err))
 	}
-	nc, err := p.Dial()
+	nc, _, err := c.NATS(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -546,7 +577,7 @@ func benchRaw(ctx context.Context, o Options, p *jetstream.Platform, n int, asyn
 	id := randomHex(4)
 	subject := "bench-raw." + id
 	st, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "BENCH_RAW_" + id, Subjects: []string{subject},
-		Retention: natsjs.WorkQueuePolicy, Storage: natsjs.FileStorage, Replicas: p.Replicas()})
+		Retention: natsjs.WorkQueuePolicy, Storage: natsjs.FileStorage, Replicas: replicas})
 	if err != nil {
 		return fail(err)
 	}
@@ -831,20 +862,6 @@ func (e *Error) Unwrap() error { return e.Err }
 func fail(k Kind, err error) error { return &Error{k, err} }
 
 func usageError(msg string) error { return &Error{Usage, errors.New(msg)} }
-
-// openPlatform opens the configuration's platform; a configuration mistake passes through as
-// the *server.ConfigError it is.
-func openPlatform(ctx context.Context, cfg *server.Config) (platform.Platform, error) {
-	p, err := cfg.OpenPlatform(ctx, platform.OpenOptions{Logger: slog.New(slog.DiscardHandler)})
-	var ce *server.ConfigError
-	switch {
-	case errors.As(err, &ce):
-		return nil, err
-	case err != nil:
-		return nil, fail(Unavailable, err)
-	}
-	return p, nil
-}
 
 // Percentile is the nearest-rank percentile of sorted durations.
 func Percentile(sorted []time.Duration, p int) time.Duration {

@@ -51,7 +51,7 @@ func TestMalformedCallCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls map[host.BridgeCall]int
-	_ = h.Run(context.Background(), func(ev *duilie.Event) error {
+	_ = h.Do(context.Background(), func(ev *duilie.Event) error {
 		handle(ev, []byte(`["读取入站事件种类"]`))
 		handle(ev, []byte(`not json`))
 		handle(ev, []byte(`["读取入站事件种类"]`)) // after the abort: 500

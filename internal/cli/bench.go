@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/bench"
 )
 
@@ -70,7 +71,7 @@ waiting for a confirmation; and prints duilie's rates as a share of each.`,
 	f.IntVar(&o.ConsumerBatch, "consumer-batch", 100, "the consumer's max_batch_size, 1–100")
 	f.IntVar(&o.Concurrency, "concurrency", 4, "the consumer's max_concurrency, 1–250")
 	f.Float64Var(&o.Delayed, "delayed", 0, "fraction of messages sent with a delay, 0–1")
-	f.IntVar(&o.Delay, "delay", 1, "the delay of delayed messages, in seconds (1–43200)")
+	f.IntVar(&o.Delay, "delay", 1, fmt.Sprintf("the delay of delayed messages, in seconds (1–%d)", duilie.MaxDelaySeconds))
 	f.StringVar(&o.Sync, "sync", "", `"always" to fsync every write (embedded engine); default: the configured sync, or "interval"`)
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON instead of a table")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the duilie run to this file; with --compare-raw, of the raw runs to FILE.raw-sync and FILE.raw-async")
@@ -99,8 +100,8 @@ func checkBench(cmd *cobra.Command, o *bench.Options) error {
 		return usageErr("--concurrency must be 1–250")
 	case o.Delayed < 0 || o.Delayed > 1:
 		return usageErr("--delayed must be a fraction 0–1")
-	case o.Delay < 1 || o.Delay > 43200:
-		return usageErr("--delay must be 1–43200 seconds")
+	case o.Delay < 1 || o.Delay > duilie.MaxDelaySeconds:
+		return usageErr("--delay must be 1–%d seconds", duilie.MaxDelaySeconds)
 	}
 	if o.Duration > 0 && cmd.Flags().Changed("count") {
 		return usageErr("--count and --duration exclude each other")

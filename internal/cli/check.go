@@ -51,6 +51,6 @@ message on stderr and exits 1.`,
 		},
 	}
 	c.Flags().BoolVar(&batch, "batch", false, "read a sendBatch array instead of one body")
-	c.Flags().IntVar(&delay, "delay", 0, "delay in seconds to check (0–43200)")
+	c.Flags().IntVar(&delay, "delay", 0, fmt.Sprintf("delay in seconds to check (0–%d)", duilie.MaxDelaySeconds))
 	return c
 }

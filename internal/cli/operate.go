@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/server"
 )
 
@@ -182,7 +183,7 @@ A crash in the middle may leave a message in both queues, never in neither.
 	}
 	c.Flags().StringVar(&to, "to", "", "the queue to send them to (default: the queue whose consumer names DLQ)")
 	c.Flags().IntVar(&limit, "limit", 0, "the most messages to replay, oldest first (0: every one)")
-	c.Flags().IntVar(&delay, "delay", 0, "deliver them this many seconds later (0–43200)")
+	c.Flags().IntVar(&delay, "delay", 0, fmt.Sprintf("deliver them this many seconds later (0–%d)", duilie.MaxDelaySeconds))
 	configFlag(c, &configPath)
 	return c
 }

@@ -52,7 +52,7 @@ func (p refusingPlatform) Consume(context.Context, string, platform.ConsumerOpti
 }
 
 func init() {
-	platform.Register(refusingKind, func() platform.Config { return &refusingConfig{Code: 10000} })
+	platform.Register(refusingKind, func() platform.Opener { return &refusingConfig{Code: 10000} })
 }
 
 // A platform kind is chosen through the registry alone: the command line maps its key, quotes

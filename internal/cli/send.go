@@ -41,7 +41,7 @@ configuration; 69 the engine or cluster is unavailable.`,
 		},
 	}
 	c.Flags().StringVar(&binding, "binding", "", "the binding to send to, as the program would (required)")
-	c.Flags().IntVar(&delay, "delay", 0, "deliver after this many seconds (0–43200)")
+	c.Flags().IntVar(&delay, "delay", 0, fmt.Sprintf("deliver after this many seconds (0–%d)", duilie.MaxDelaySeconds))
 	c.Flags().StringVar(&configPath, "config", server.DefaultConfigFile, "configuration file")
 	return c
 }

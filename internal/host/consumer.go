@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/internal/event"
 	"github.com/duilie/duilie/platform"
 )
@@ -48,7 +49,7 @@ func (c ConsumerConfig) Validate() error {
 	if c.MaxRetries < 0 || c.MaxRetries > 100 {
 		bad("MaxRetries")
 	}
-	if c.RetryDelay < 0 || c.RetryDelay > 43200*time.Second {
+	if c.RetryDelay < 0 || c.RetryDelay > duilie.MaxDelaySeconds*time.Second {
 		bad("RetryDelay")
 	}
 	errs = append(errs, checkDeadLetterQueue(c, c.Queue, c.DeadLetterQueue))
@@ -349,19 +350,20 @@ func (h *Host) runQueueEvent(ctx context.Context, cc ConsumerConfig, ds []platfo
 		s.Failed = true
 		return ev, s, failure
 	}
-	return ev, resolve(cc, h.caps, b, failure != nil), failure
+	return ev, resolve(cc, h.capabilities(), b, failure != nil), failure
 }
 
 // giveUpExhausted dead-letters or drops, undelivered, the deliveries whose retries were spent
 // before this delivery, reports them, and returns the others.
 func (h *Host) giveUpExhausted(ctx context.Context, c platform.Consumer, queue string, r retryRules, ds []platform.Delivery) []platform.Delivery {
-	if !slices.ContainsFunc(ds, func(d platform.Delivery) bool { return r.exhausted(h.caps, d.Attempts) }) {
+	caps := h.capabilities()
+	if !slices.ContainsFunc(ds, func(d platform.Delivery) bool { return r.exhausted(caps, d.Attempts) }) {
 		return ds
 	}
 	var spent []platform.Resolution
 	live := make([]platform.Delivery, 0, len(ds))
 	for _, d := range ds {
-		if r.exhausted(h.caps, d.Attempts) {
+		if r.exhausted(caps, d.Attempts) {
 			spent = append(spent, platform.Resolution{Delivery: d, Action: r.giveUp()})
 			continue
 		}

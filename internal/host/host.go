@@ -81,7 +81,6 @@ func CheckTimeLimit(d time.Duration) error {
 // Host runs events against a platform.
 type Host struct {
 	cfg       Config
-	caps      platform.Capabilities
 	permitted map[string]bool
 	log       *slog.Logger
 
@@ -105,7 +104,7 @@ func New(cfg Config) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Host{cfg: cfg, caps: platform.CapabilitiesOf(cfg.Platform), permitted: map[string]bool{},
+	h := &Host{cfg: cfg, permitted: map[string]bool{},
 		log: cfg.Logger, queues: map[string]platform.Queue{}}
 	h.halt, h.haltFunc = context.WithCancel(context.Background())
 	for _, b := range cfg.Permissions.Queue {
@@ -113,6 +112,10 @@ func New(cfg Config) (*Host, error) {
 	}
 	return h, nil
 }
+
+// capabilities are the platform's, as it declares them now (a platform opened on first use
+// declares them once open).
+func (h *Host) capabilities() platform.Capabilities { return platform.CapabilitiesOf(h.cfg.Platform) }
 
 // TimeLimit is the wall-clock limit of every event.
 func (h *Host) TimeLimit() time.Duration { return h.cfg.TimeLimit }
@@ -174,12 +177,12 @@ func (rt *runtime) Sent(ev *Event, s event.Send) {
 		Messages: s.Messages, Bytes: s.Bytes, Delayed: s.Delayed, Err: s.Err, Start: s.Start, Duration: s.Duration})
 }
 
-// Run runs handler as one fetch-kind event, as an HTTP request would, and returns nil when the
+// Do runs handler as one fetch-kind event, as an HTTP request would, and returns nil when the
 // event ended normally, or why it failed: the event's abort, the handler's error, or its panic.
-// Past the time limit the event is aborted with 执行超过时限 and Run returns without waiting
+// Past the time limit the event is aborted with 执行超过时限 and Do returns without waiting
 // for the handler, whose later calls all return that abort. It is how code outside an HTTP
 // request (a command, a timer) sends: the handler calls duilie.Send.
-func (h *Host) Run(ctx context.Context, handler Handler) error {
+func (h *Host) Do(ctx context.Context, handler Handler) error {
 	_, err := h.runEvent(ctx, FetchEvent, nil, handler, false)
 	return err
 }

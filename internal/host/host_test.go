@@ -48,7 +48,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestBindings(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 0)
 	for binding, want := range map[string]string{"A": "", "B": "未授权的QUEUE绑定：B", "GHOST": "绑定不存在：GHOST", "": "未授权的QUEUE绑定："} {
-		err := h.Run(context.Background(), func(ev *host.Event) error {
+		err := h.Do(context.Background(), func(ev *host.Event) error {
 			_, _, err := event.Queue(ev, binding)
 			return err
 		})
@@ -61,7 +61,7 @@ func TestBindings(t *testing.T) {
 
 func TestFirstAbortWins(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 0)
-	err := h.Run(context.Background(), func(ev *host.Event) error {
+	err := h.Do(context.Background(), func(ev *host.Event) error {
 		a := event.AbortWith(ev, &duilie.Abort{Reason: "first"})
 		b := event.AbortWith(ev, &duilie.Abort{Reason: "second"})
 		if a != b || ev.Err() != a {
@@ -77,13 +77,13 @@ func TestFirstAbortWins(t *testing.T) {
 func TestHandlerFailures(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 0)
 	ctx := context.Background()
-	if err := h.Run(ctx, func(*host.Event) error { return nil }); err != nil {
+	if err := h.Do(ctx, func(*host.Event) error { return nil }); err != nil {
 		t.Errorf("normal end: %v", err)
 	}
-	if err := h.Run(ctx, func(*host.Event) error { return io.EOF }); !errors.Is(err, io.EOF) {
+	if err := h.Do(ctx, func(*host.Event) error { return io.EOF }); !errors.Is(err, io.EOF) {
 		t.Errorf("error: %v", err)
 	}
-	err := h.Run(ctx, func(*host.Event) error { panic("boom") })
+	err := h.Do(ctx, func(*host.Event) error { panic("boom") })
 	if err == nil || !strings.Contains(err.Error(), "panic: boom") {
 		t.Errorf("panic: %v", err)
 	}
@@ -97,7 +97,7 @@ func TestTimeLimitAndHalt(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 100*time.Millisecond)
 	start := time.Now()
 	release := make(chan struct{})
-	err := h.Run(context.Background(), func(ev *host.Event) error { <-release; return nil })
+	err := h.Do(context.Background(), func(ev *host.Event) error { <-release; return nil })
 	close(release)
 	var ab *duilie.Abort
 	if !errors.As(err, &ab) || ab.Reason != "执行超过时限" {
@@ -109,11 +109,11 @@ func TestTimeLimitAndHalt(t *testing.T) {
 
 	h = newHost(t, memory.New(memory.Options{}), time.Minute)
 	go func() { time.Sleep(50 * time.Millisecond); h.Halt() }()
-	err = h.Run(context.Background(), func(ev *host.Event) error { <-ev.Context().Done(); return nil })
+	err = h.Do(context.Background(), func(ev *host.Event) error { <-ev.Context().Done(); return nil })
 	if !errors.As(err, &ab) {
 		t.Fatalf("halted event: %v", err)
 	}
-	if err := h.Run(context.Background(), func(ev *host.Event) error { return nil }); !errors.As(err, &ab) {
+	if err := h.Do(context.Background(), func(ev *host.Event) error { return nil }); !errors.As(err, &ab) {
 		t.Errorf("an event after Halt: %v", err)
 	}
 }
@@ -322,7 +322,7 @@ func TestConsumeEndsWhenPlatformCloses(t *testing.T) {
 func TestGoexitFailsAtOnce(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 10*time.Second)
 	start := time.Now()
-	err := h.Run(context.Background(), func(*host.Event) error { runtime.Goexit(); return nil })
+	err := h.Do(context.Background(), func(*host.Event) error { runtime.Goexit(); return nil })
 	if err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("got %v after %v", err, time.Since(start))
 	}

@@ -251,7 +251,7 @@ func TestSendAndFetchReports(t *testing.T) {
 // delay.
 func TestLag(t *testing.T) {
 	o := newObserved(t, 0)
-	if err := o.h.Run(context.Background(), func(ev *host.Event) error {
+	if err := o.h.Do(context.Background(), func(ev *host.Event) error {
 		if err := duilie.Send(ev, "A", `"now"`, 0); err != nil {
 			return err
 		}

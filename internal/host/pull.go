@@ -301,7 +301,7 @@ func (p *Puller) Settle(ctx context.Context, acks []string, retries []LeaseRetry
 
 // decide is the host's one rule for a delivered message (decide), for a pulled one.
 func (p *Puller) decide(d platform.Delivery, call platform.Call) platform.Action {
-	return decide(p.cfg.retries(), p.h.caps, d.Attempts, call, false)
+	return decide(p.cfg.retries(), p.h.capabilities(), d.Attempts, call, false)
 }
 
 // take ends the live lease with this id, returning it, or nil when it is not live.

@@ -15,7 +15,7 @@ import (
 const Kind = "cloudflare"
 
 func init() {
-	platform.Register(Kind, func() platform.Config { return &Config{BaseURL: DefaultBaseURL} })
+	platform.Register(Kind, func() platform.Opener { return &Config{BaseURL: DefaultBaseURL} })
 }
 
 // DefaultBaseURL is Cloudflare's API.
@@ -54,7 +54,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-var _ platform.Config = (*Config)(nil)
+var _ platform.Opener = (*Config)(nil)
 
 // Kind is "cloudflare".
 func (c *Config) Kind() string { return Kind }

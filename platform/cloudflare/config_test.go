@@ -86,18 +86,22 @@ api_token_env = "DUILIE_TEST_CF_TOKEN"
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cfg.OpenPlatform(context.Background(), platform.OpenOptions{})
+	c, err := server.Open(context.Background(), *cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Connect(context.Background())
 	want := `duilie.toml: platform.api_token_env = "DUILIE_TEST_CF_TOKEN": names an environment variable that is unset or empty`
 	var ce *server.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
 		t.Errorf("OpenPlatform: %v, want %q", err, want)
 	}
 	t.Setenv("DUILIE_TEST_CF_TOKEN", "tok")
-	p, err := cfg.OpenPlatform(context.Background(), platform.OpenOptions{})
-	if err != nil {
+	c, _ = server.Open(context.Background(), *cfg)
+	if err := c.Connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	p.Close()
+	c.Close()
 	if err := (&cloudflare.Config{AccountID: account, Token: "t", MaxPullInterval: -time.Second}).Validate(); err == nil {
 		t.Error("a negative MaxPullInterval validated")
 	}

@@ -35,7 +35,7 @@ func newHost(t *testing.T, p platform.Platform, log *slog.Logger) *host.Host {
 func TestFakePush(t *testing.T) {
 	f := newFake(t)
 	h := newHost(t, f.platform(0, nil), nil)
-	err := h.Run(context.Background(), func(ev *host.Event) error {
+	err := h.Do(context.Background(), func(ev *host.Event) error {
 		if err := duilie.Send(ev, "JOBS", `{"kind":"page", "url":"/x","n":1E2,"s":"毒\u2028"}`, 0); err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func TestFakePushRefused(t *testing.T) {
 	f.refuse("messages", fakeAnswer{status: 429, code: 10250, message: "Queue is overloaded. Please back off.", retryAfter: "1"})
 	f.refuse("messages/batch", fakeAnswer{status: 413, code: 10205, message: "Batch size out of bounds"})
 	var sendErr, batchErr error
-	_ = h.Run(context.Background(), func(ev *host.Event) error {
+	_ = h.Do(context.Background(), func(ev *host.Event) error {
 		sendErr = duilie.Send(ev, "JOBS", `1`, 0)
 		batchErr = duilie.SendBatch(ev, "JOBS", `[{"body":1}]`)
 		return nil

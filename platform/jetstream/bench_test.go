@@ -87,7 +87,7 @@ func duilieEndToEnd(b *testing.B, p *Platform, n int) float64 {
 	var wg sync.WaitGroup
 	for range benchProducers {
 		wg.Go(func() {
-			err := h.Run(ctx, func(ev *duilie.Event) error {
+			err := h.Do(ctx, func(ev *duilie.Event) error {
 				for next.Add(1) <= int64(n) {
 					if err := duilie.Send(ev, "B", benchBody, 0); err != nil {
 						return err

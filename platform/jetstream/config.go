@@ -14,7 +14,7 @@ import (
 const Kind = platform.DefaultKind
 
 func init() {
-	platform.Register(Kind, func() platform.Config {
+	platform.Register(Kind, func() platform.Opener {
 		return &Config{DataDir: DefaultDataDir, Replicas: 1, Sync: SyncInterval, Retention: DefaultRetention}
 	})
 }
@@ -62,8 +62,8 @@ type Config struct {
 	// Serve makes the embedded engine accept local commands: it also listens on a random
 	// loopback port, guarded by an unguessable token, and records both in the data directory
 	// (SPEC §13). Another Open of the same directory while this one runs connects there, and a
-	// second Open with Serve fails. A cluster ignores it. Config.Open sets it from
-	// OpenOptions.Serve.
+	// second Open with Serve fails. A cluster ignores it. Config.OpenOwner sets it, and
+	// Config.Open clears it.
 	Serve bool
 	// Logger receives the driver's and the embedded server's log lines; nil means
 	// slog.Default(). The server's routine notices are logged at debug level. Config.Open sets
@@ -71,7 +71,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-var _ platform.Config = (*Config)(nil)
+var _ platform.OwnerOpener = (*Config)(nil)
 
 // Kind is "jetstream".
 func (c *Config) Kind() string { return Kind }
@@ -84,10 +84,20 @@ func (c *Config) RetentionPeriod() time.Duration {
 	return c.Retention
 }
 
-// Open opens the platform the configuration describes, as Open does, with o's Serve and Logger.
+// Open opens the platform the configuration describes, as Open does with o's Logger, as a
+// process that does not own the store: it reaches the process that serves the data directory,
+// or holds it for as long as the platform is open.
 func (c *Config) Open(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
 	cfg := *c
-	cfg.Serve, cfg.Logger = o.Serve, o.Logger
+	cfg.Serve, cfg.Logger = false, o.Logger
+	return Open(ctx, cfg)
+}
+
+// OpenOwner opens the platform as Open does, as the process that owns the store and serves it
+// to the others (Serve).
+func (c *Config) OpenOwner(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
+	cfg := *c
+	cfg.Serve, cfg.Logger = true, o.Logger
 	return Open(ctx, cfg)
 }
 

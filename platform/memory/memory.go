@@ -34,7 +34,7 @@ import (
 const Kind = "memory"
 
 func init() {
-	platform.Register(Kind, func() platform.Config { return &Config{} })
+	platform.Register(Kind, func() platform.Opener { return &Config{} })
 }
 
 // Config is the [platform] table of duilie.toml for kind "memory": a platform that lives in the
@@ -48,7 +48,7 @@ type Config struct {
 	Platform *Platform
 }
 
-var _ platform.Config = (*Config)(nil)
+var _ platform.OwnerOpener = (*Config)(nil)
 
 // Kind is "memory".
 func (c *Config) Kind() string { return Kind }
@@ -56,13 +56,15 @@ func (c *Config) Kind() string { return Kind }
 // Validate accepts every Config.
 func (c *Config) Validate() error { return nil }
 
-// Open makes an empty in-memory platform. Only a serving host may open one: a local command
-// (send, queues, …) would get a platform of its own, which no serve ever reads.
+// Open fails: a process that does not own the platform (a command: send, queues, …) would get
+// a platform of its own, which no serve ever reads.
 func (c *Config) Open(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
-	if !o.Serve {
-		return nil, errors.New(`memory: platform kind "memory" keeps its messages inside the serving process, ` +
-			`so a command cannot reach them; use kind "jetstream" (the default) to send from outside`)
-	}
+	return nil, errors.New(`memory: platform kind "memory" keeps its messages inside the serving process, ` +
+		`so a command cannot reach them; use kind "jetstream" (the default) to send from outside`)
+}
+
+// OpenOwner makes an empty in-memory platform, or returns Platform.
+func (c *Config) OpenOwner(ctx context.Context, o platform.OpenOptions) (platform.Platform, error) {
 	if c.Platform != nil {
 		return c.Platform, nil
 	}

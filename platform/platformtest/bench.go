@@ -140,7 +140,7 @@ func newBenchWorld(b *testing.B, hn Harness) *benchWorld {
 
 // produce runs fn in one event and fails the benchmark if the event fails.
 func (w *benchWorld) produce(b *testing.B, fn func(ev *duilie.Event) error) {
-	if err := w.h.Run(w.ctx, fn); err != nil {
+	if err := w.h.Do(w.ctx, fn); err != nil {
 		b.Fatal(err)
 	}
 }

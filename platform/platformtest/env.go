@@ -84,7 +84,7 @@ func (e *env) restart(r Restarter) {
 
 // produce runs fn in a fetch event and returns the event's failure, if any.
 func (e *env) produce(fn func(ev *duilie.Event) error) error {
-	return e.h.Run(e.ctx, fn)
+	return e.h.Do(e.ctx, fn)
 }
 
 // send sends one body from a fetch event and returns Send's error.

@@ -11,16 +11,16 @@ import (
 	"sync"
 )
 
-// Config is one kind of platform's configuration: what the [platform] table of duilie.toml
-// holds, and what a Go program sets to choose a platform. Each driver owns its Config type,
-// registers it by kind, and checks its own settings.
+// Opener opens one kind of platform: it is that kind's configuration, what the [platform]
+// table of duilie.toml holds and what a Go program sets to choose a platform. Each driver owns
+// its Opener type, registers it by kind, and checks its own settings.
 //
 // Fields that duilie.toml sets carry a `toml:"key"` tag, and a `rule:"…"` tag saying what the
 // key allows, which both Validate and the configuration reader quote. A tag option names the
 // key's form where it is not the field's own: ",path" (a file path, relative to the
 // configuration file), ",seconds" and ",ms" (an integer number of seconds or milliseconds for a
 // time.Duration; without one a duration is a string such as "96h").
-type Config interface {
+type Opener interface {
 	// Kind is the name the driver is registered under: "jetstream", "memory", …
 	Kind() string
 	// Validate checks every setting. Its error joins one *FieldError per mistake.
@@ -29,20 +29,26 @@ type Config interface {
 	Open(ctx context.Context, o OpenOptions) (Platform, error)
 }
 
-// OpenOptions say who opens a platform.
+// OpenOptions are what every opening of a platform takes.
 type OpenOptions struct {
-	// Serve is set by a long-running host (duilie serve, or a Go service embedding duilie): it
-	// owns the platform's store for as long as it runs, and lets the short-lived local commands
-	// (send, queues, …) reach it. Without it the caller is such a local command: it reaches a
-	// running host, or opens the store itself for a moment.
-	Serve bool
 	// Logger receives the driver's log lines; nil means slog.Default().
 	Logger *slog.Logger
 }
 
+// An OwnerOpener is an Opener of a platform whose store one long-running process owns (the
+// embedded engine in its data directory, the in-memory platform in its process): OpenOwner
+// opens it as that process, which lets other processes reach the store through it, and Open
+// as one of them (it reaches the owner, or opens the store itself for a moment when none
+// runs). A server opens its platform with OpenOwner when the Opener has it; every other
+// opening, and every Opener without it, uses Open.
+type OwnerOpener interface {
+	Opener
+	OpenOwner(ctx context.Context, o OpenOptions) (Platform, error)
+}
+
 var (
 	registryMu sync.Mutex
-	registry   = map[string]func() Config{}
+	registry   = map[string]func() Opener{}
 )
 
 // DefaultKind is the platform duilie runs on when no kind is named: the embedded engine.
@@ -51,7 +57,7 @@ const DefaultKind = "jetstream"
 // Register makes a kind of platform available by name. newConfig returns that kind's
 // configuration with every default filled in. Drivers call it from an init function; a kind
 // registered twice panics.
-func Register(kind string, newConfig func() Config) {
+func Register(kind string, newConfig func() Opener) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	if _, dup := registry[kind]; dup {
@@ -62,7 +68,7 @@ func Register(kind string, newConfig func() Config) {
 
 // NewConfig returns the default configuration of the named kind, or an error listing the
 // kinds there are.
-func NewConfig(kind string) (Config, error) {
+func NewConfig(kind string) (Opener, error) {
 	registryMu.Lock()
 	newConfig, ok := registry[kind]
 	registryMu.Unlock()
