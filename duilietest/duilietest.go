@@ -58,8 +58,8 @@ type Config struct {
 	// aborts (未授权的QUEUE绑定), one here but not in Bindings aborts too (绑定不存在).
 	Permissions []string
 	// Consumer is the consumer of the batch's queue: its name, max_retries, retry_delay and
-	// dead_letter_queue decide each message's Action. The zero value means
-	// server.DefaultConsumerConfig("queue").
+	// dead_letter_queue decide each message's Action. Its zero settings are the defaults, and
+	// an empty Queue is "queue".
 	Consumer server.ConsumerConfig
 	// TimeLimit is the event's time limit; 0 means 30 s.
 	TimeLimit time.Duration
@@ -131,8 +131,8 @@ func newEnv(cfg Config) (*env, error) {
 		slices.Sort(perms)
 	}
 	e := &env{p: p, cc: cfg.Consumer, reject: cfg.RejectSends}
-	if e.cc == (server.ConsumerConfig{}) {
-		e.cc = server.DefaultConsumerConfig("queue")
+	if e.cc.Queue == "" {
+		e.cc.Queue = "queue"
 	}
 	h, err := host.New(host.Config{
 		Platform:    p,

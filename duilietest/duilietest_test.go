@@ -324,8 +324,8 @@ func TestRunQueueMistakes(t *testing.T) {
 	}{
 		{"no messages", func() { duilietest.RunQueue(ok, duilietest.Config{}) }, "a batch has 1–100 messages, not 0"},
 		{"101 messages", func() { duilietest.RunQueue(ok, duilietest.Config{}, many...) }, "a batch has 1–100 messages, not 101"},
-		{"a partial consumer", func() {
-			duilietest.RunQueue(ok, duilietest.Config{Consumer: server.ConsumerConfig{Queue: "tasks", MaxRetries: 1}}, duilietest.Message{Body: "1"})
+		{"a consumer out of range", func() {
+			duilietest.RunQueue(ok, duilietest.Config{Consumer: server.ConsumerConfig{Queue: "tasks", MaxBatchSize: 101}}, duilietest.Message{Body: "1"})
 		}, "MaxBatchSize"},
 		{"a time limit out of range", func() {
 			duilietest.RunQueue(ok, duilietest.Config{TimeLimit: time.Hour}, duilietest.Message{Body: "1"})

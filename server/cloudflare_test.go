@@ -41,11 +41,11 @@ func TestDeliveryDelays(t *testing.T) {
 func TestCloudflareAPIToken(t *testing.T) {
 	t.Setenv("DUILIE_TEST_EMPTY_TOKEN", "")
 	_, err := New(Config{Platform: &memory.Config{}, CloudflareAPI: CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "a", TokenEnv: "DUILIE_TEST_EMPTY_TOKEN"}})
-	if err == nil || err.Error() != "cloudflare_api.token_env = \"DUILIE_TEST_EMPTY_TOKEN\": names an environment variable that is unset or empty; set it to the API's bearer token" {
+	if err == nil || err.Error() != "CloudflareAPI.TokenEnv = \"DUILIE_TEST_EMPTY_TOKEN\": names an environment variable that is unset or empty; set it to the API's bearer token" {
 		t.Errorf("New: %v", err)
 	}
 	_, err = New(Config{Platform: &memory.Config{}, CloudflareAPI: CloudflareAPI{PullConsumers: []PullConsumer{DefaultPullConsumer("q")}}})
-	if err == nil || err.Error() != "cloudflare_api.listen: missing; the http_pull consumers (q, …) are pulled over Cloudflare's API, which it serves" {
+	if err == nil || err.Error() != "CloudflareAPI.Listen: missing; the http_pull consumers (q, …) are pulled over Cloudflare's API, which it serves" {
 		t.Errorf("New: %v", err)
 	}
 }

@@ -140,6 +140,9 @@ func ParseConfig(file, dir string, text []byte) (*Config, error) {
 	}
 	c := &checker{file: file, dir: dir}
 	cfg := c.config(raw)
+	if cfg != nil {
+		cfg.parsed = true
+	}
 	if len(c.mistakes) > 0 {
 		return nil, &ConfigError{c.mistakes}
 	}
@@ -156,15 +159,24 @@ type checker struct {
 	// (queues.consumers[i]); nil: [cloudflare_api] pull_consumers[i].
 	pullTables []string
 	mistakes   []string
+	// goNames: the configuration was made in Go, so mistakes name its Go fields.
+	goNames *Config
 }
 
 // bad records a mistake about key holding v.
 func (c *checker) bad(key string, v any, allowed string) {
+	if c.goNames != nil {
+		c.mistakes = append(c.mistakes, fmt.Sprintf("%s = %s: %s", goName(c.goNames, key), goValue(v), allowed))
+		return
+	}
 	c.mistakes = append(c.mistakes, fmt.Sprintf("%s%s = %s: %s", c.prefix(), key, tomlValue(v), allowed))
 }
 
 // badKey records a mistake about key itself (missing, unknown).
 func (c *checker) badKey(key, problem string) {
+	if c.goNames != nil {
+		key = goName(c.goNames, key)
+	}
 	c.mistakes = append(c.mistakes, fmt.Sprintf("%s%s: %s", c.prefix(), key, problem))
 }
 
@@ -189,7 +201,9 @@ func (c *checker) invalid(table string, raw map[string]any, settings any, err er
 			continue
 		}
 		v, present := raw[key]
-		if raw == nil {
+		if raw == nil && c.goNames != nil {
+			v, present = reflect.Indirect(reflect.ValueOf(settings)).FieldByName(fe.Field).Interface(), true
+		} else if raw == nil {
 			v, present = fieldValue(settings, fe.Field), true
 		}
 		if present {

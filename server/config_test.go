@@ -167,8 +167,8 @@ func TestAppRanges(t *testing.T) {
 		}
 	}
 	if _, err := New(Config{MaxFetchConcurrency: 300, MaxOutputBytes: -1, Platform: &memory.Config{}}); err == nil ||
-		!strings.Contains(err.Error(), "app.max_fetch_concurrency = 300: must be 1–256") ||
-		!strings.Contains(err.Error(), "app.max_output_bytes = -1: must be 1–1073741824") {
+		!strings.Contains(err.Error(), "MaxFetchConcurrency = 300: must be 1–256") ||
+		!strings.Contains(err.Error(), "MaxOutputBytes = -1: must be 1–1073741824") {
 		t.Errorf("New with bad values: %v", err)
 	}
 	if want := min(4*runtime.NumCPU(), 256); DefaultMaxFetchConcurrency() != want {
@@ -257,7 +257,7 @@ dead_letter_queue = "x"
 	a, b := DefaultConsumerConfig("a"), DefaultConsumerConfig("b")
 	a.DeadLetterQueue, b.DeadLetterQueue = "b", "a"
 	_, err := New(Config{Consumers: []ConsumerConfig{a, b}, Program: &duilie.Program{Queue: func(*duilie.Event) error { return nil }}, Platform: &memory.Config{}})
-	if want := `queues.consumers[0].dead_letter_queue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`; err == nil || err.Error() != want {
+	if want := `Consumers[0].DeadLetterQueue = "b": makes a dead-letter cycle a → b → a; a message failing in each would go round for ever`; err == nil || err.Error() != want {
 		t.Errorf("New: %v\nwant %s", err, want)
 	}
 	pull := DefaultPullConsumer("b")
@@ -265,7 +265,7 @@ dead_letter_queue = "x"
 	a.DeadLetterQueue = "b"
 	_, err = New(Config{Consumers: []ConsumerConfig{a}, Program: &duilie.Program{Queue: func(*duilie.Event) error { return nil }}, Platform: &memory.Config{},
 		CloudflareAPI: CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "a", Token: "t", PullConsumers: []PullConsumer{pull}}})
-	if want := `cloudflare_api.pull_consumers[0].dead_letter_queue = "a": makes a dead-letter cycle b → a → b; a message failing in each would go round for ever`; err == nil || err.Error() != want {
+	if want := `CloudflareAPI.PullConsumers[0].DeadLetterQueue = "a": makes a dead-letter cycle b → a → b; a message failing in each would go round for ever`; err == nil || err.Error() != want {
 		t.Errorf("New, through a pull consumer: %v\nwant %s", err, want)
 	}
 }

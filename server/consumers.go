@@ -11,7 +11,8 @@ import (
 	"github.com/duilie/duilie/internal/host"
 )
 
-// ConsumerInfo is one queue's consumer as the server runs it.
+// ConsumerInfo is one queue's consumer as the server runs it, with its settings as they were
+// given (WithDefaults says what they come to).
 type ConsumerInfo struct {
 	Queue string
 	// Pull: an http_pull consumer (clients pull over Cloudflare's API), with the settings in
@@ -76,8 +77,9 @@ func (s *Server) consume(cc ConsumerConfig, configured bool) error {
 			s.fatal <- fmt.Errorf("no consumer is left: %w", errors.Join(s.failed...))
 		}
 	})
-	attrs := []any{"queue", cc.Queue, "max_batch_size", cc.MaxBatchSize, "max_batch_timeout", cc.MaxBatchTimeout.String(),
-		"max_retries", cc.MaxRetries, "retry_delay", cc.RetryDelay.String(), "max_concurrency", cc.MaxConcurrency}
+	run := cc.WithDefaults()
+	attrs := []any{"queue", run.Queue, "max_batch_size", run.MaxBatchSize, "max_batch_timeout", run.MaxBatchTimeout.String(),
+		"max_retries", run.MaxRetries, "retry_delay", run.RetryDelay.String(), "max_concurrency", run.MaxConcurrency}
 	if cc.DeadLetterQueue != "" {
 		attrs = append(attrs, "dead_letter_queue", cc.DeadLetterQueue)
 	}
@@ -99,8 +101,9 @@ func (s *Server) pull(ctx context.Context, pc PullConsumer, configured bool) err
 		return err
 	}
 	r.puller = p
-	attrs := []any{"queue", pc.Queue, "max_batch_size", pc.MaxBatchSize, "max_retries", pc.MaxRetries,
-		"retry_delay", pc.RetryDelay.String(), "visibility_timeout", pc.VisibilityTimeout.String()}
+	run := pc.WithDefaults()
+	attrs := []any{"queue", run.Queue, "max_batch_size", run.MaxBatchSize, "max_retries", run.MaxRetries,
+		"retry_delay", run.RetryDelay.String(), "visibility_timeout", run.VisibilityTimeout.String()}
 	if pc.DeadLetterQueue != "" {
 		attrs = append(attrs, "dead_letter_queue", pc.DeadLetterQueue)
 	}

@@ -18,7 +18,8 @@ func Example() {
 	srv, err := server.New(server.Config{
 		Permissions: server.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},
-		Consumers:   []server.ConsumerConfig{{Queue: "tasks", MaxBatchSize: 10, MaxConcurrency: 1}},
+		// Zero settings are the defaults; deliver each batch without waiting for it to fill.
+		Consumers: []server.ConsumerConfig{{Queue: "tasks", MaxBatchTimeout: server.NoBatchTimeout}},
 		Program: &duilie.Program{Queue: func(ev *duilie.Event) error {
 			b, err := duilie.ReadBatchOf[struct{ URL string }](ev)
 			if err != nil {
@@ -77,7 +78,7 @@ max_batch_size = 0
 func Example_observers() {
 	queueEvents := make(chan *server.EventReport, 1)
 	consumer := server.DefaultConsumerConfig("tasks") // 3 retries
-	consumer.MaxBatchTimeout = 0                      // deliver at once, not after 5 s
+	consumer.MaxBatchTimeout = server.NoBatchTimeout  // deliver at once, not after 5 s
 	srv, err := server.New(server.Config{
 		Permissions: server.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},

@@ -22,6 +22,10 @@ type field struct {
 	form  string // "", "path", "seconds" or "ms"
 	rule  string
 	index []int
+	// A setting whose Go zero value means its default: with nonzero, 0 is a mistake in
+	// duilie.toml; with none, 0 in duilie.toml is the Go field's "none" value, -1, and a
+	// negative value is a mistake.
+	nonzero, none bool
 }
 
 // fieldsOf lists the tagged fields of a struct type (or a pointer to one) that hold a setting,
@@ -36,8 +40,19 @@ func fieldsOf(t reflect.Type) []field {
 		if !ok || tag == "-" || !settingType(sf.Type) {
 			continue
 		}
-		key, form, _ := strings.Cut(tag, ",")
-		out = append(out, field{name: sf.Name, key: key, form: form, rule: ruleOf(t, sf), index: sf.Index})
+		opts := strings.Split(tag, ",")
+		f := field{name: sf.Name, key: opts[0], rule: ruleOf(t, sf), index: sf.Index}
+		for _, o := range opts[1:] {
+			switch o {
+			case "nonzero":
+				f.nonzero = true
+			case "none":
+				f.none = true
+			default:
+				f.form = o
+			}
+		}
+		out = append(out, f)
 	}
 	return out
 }
@@ -96,7 +111,15 @@ func (c *checker) decode(table string, t map[string]any, v any) map[string]bool 
 	for _, f := range fieldsOf(rv.Type()) {
 		fv := rv.FieldByIndex(f.index)
 		raw, present := t[f.key]
-		if present && !set(fv, raw, f.form) {
+		ok := !present || set(fv, raw, f.form)
+		switch {
+		case !present:
+		case ok && f.nonzero && fv.Int() == 0, ok && f.none && fv.Int() < 0:
+			ok = false
+		case ok && f.none && fv.Int() == 0:
+			fv.SetInt(-1)
+		}
+		if !ok {
 			c.bad(join(table, f.key), raw, f.rule)
 			bad[f.name] = true
 		}

@@ -95,8 +95,15 @@ const (
 	OpCreateQueue = host.OpCreateQueue
 )
 
-// DefaultConsumerConfig returns the consumer settings of SPEC §11 for queue: batches of up to
-// 10 messages or 5 s, 3 retries without delay, no dead-letter queue, one batch at a time.
+// The zero consumer settings that are not defaults (a ConsumerConfig's zero values are).
+const (
+	NoBatchTimeout = host.NoBatchTimeout // MaxBatchTimeout: deliver a batch as soon as it has a message
+	NoRetries      = host.NoRetries      // MaxRetries: never deliver a failed message again
+)
+
+// DefaultConsumerConfig returns the consumer settings of SPEC §11 for queue, each written out:
+// batches of up to 10 messages or 5 s, 3 retries without delay, no dead-letter queue, one batch
+// at a time. ConsumerConfig{Queue: queue} means the same.
 func DefaultConsumerConfig(queue string) ConsumerConfig { return host.DefaultConsumerConfig(queue) }
 
 // LogObserver writes duilie's log lines from the reports: one per event, one per batch of

@@ -45,7 +45,7 @@ func programServer(t *testing.T, edit func(*server.Config)) (*server.Server, str
 	rep := &reports{}
 	log := &syncLog{}
 	cc := server.DefaultConsumerConfig("tasks")
-	cc.MaxBatchTimeout = 0
+	cc.MaxBatchTimeout = host.NoBatchTimeout
 	cfg := server.Config{
 		Permissions: server.Permissions{Queue: []string{"TASKS"}},
 		Bindings:    map[string]string{"TASKS": "tasks"},

@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -131,6 +132,7 @@ type Config struct {
 	// name); "" means "duilie".
 	Name string
 
+	parsed   bool     // read from a file (ParseConfig): mistakes name its keys, not Go fields
 	wrangler bool     // read from a wrangler file: duilie's own tables are under duilie
 	ignored  []string // the wrangler file's keys that do not concern queues
 
@@ -219,6 +221,13 @@ func (s *Server) Subscribe(o Observer) error {
 
 // prepare fills in cfg's defaults and checks it, for a server when serving, else for a client.
 func (cfg *Config) prepare(serving bool) error {
+	if !cfg.parsed && cfg.Permissions.Queue == nil {
+		// A configuration made in Go lists each binding once: every one is permitted.
+		cfg.Permissions.Queue = slices.Sorted(maps.Keys(cfg.Bindings))
+		if cfg.Permissions.Queue == nil {
+			cfg.Permissions.Queue = []string{}
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -247,6 +256,10 @@ func (cfg *Config) check(serving bool) error {
 	c := &checker{file: cfg.File, dir: cfg.Dir}
 	if cfg.wrangler {
 		c.ns = "duilie."
+	}
+	if !cfg.parsed {
+		c.goNames = cfg
+		c.bindings(cfg)
 	}
 	for b := range cfg.Bindings {
 		if b == "" {
@@ -291,7 +304,11 @@ func (cfg *Config) check(serving bool) error {
 // program records a configuration that asks for events the program cannot run.
 func (c *checker) program(cfg *Config) {
 	if cfg.Program == nil {
-		if len(cfg.Command) == 0 && (len(cfg.Consumers) > 0 || cfg.Listen != "") {
+		switch {
+		case len(cfg.Command) > 0 || len(cfg.Consumers) == 0 && cfg.Listen == "":
+		case c.goNames != nil:
+			c.badKey("Program", "missing; set it to the Go handlers to run for every queue event (Consumers) and fetch event (Listen), or set Command to a program to run per event")
+		default:
 			c.badKey(c.ns+"app.command", "missing; serve runs it for every queue event (queues.consumers) and fetch event (app.listen)")
 		}
 		if len(cfg.Command) > 0 && cfg.Command[0] != "" {
@@ -308,6 +325,25 @@ func (c *checker) program(cfg *Config) {
 	}
 	if cfg.Program.Fetch == nil && cfg.Listen != "" {
 		c.badKey(c.ns+"app.listen", "this program has no fetch handler (Program.Fetch) to run HTTP requests")
+	}
+}
+
+// bindings checks the bindings of a configuration made in Go: each binding must be permitted
+// and each permitted binding configured (a file may differ, and its programs then abort as
+// the spec says). Permissions left nil permit every binding.
+func (c *checker) bindings(cfg *Config) {
+	if cfg.Permissions.Queue == nil {
+		return
+	}
+	for _, b := range slices.Sorted(maps.Keys(cfg.Bindings)) {
+		if !slices.Contains(cfg.Permissions.Queue, b) {
+			c.badKey(fmt.Sprintf("Bindings[%q]", b), "not permitted: list it in Permissions.Queue, or leave Permissions unset to permit every binding")
+		}
+	}
+	for _, b := range cfg.Permissions.Queue {
+		if _, ok := cfg.Bindings[b]; !ok {
+			c.badKey("Permissions.Queue", fmt.Sprintf("%q is permitted but not configured: map it to its queue in Bindings", b))
+		}
 	}
 }
 
@@ -406,7 +442,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		// configuration seems to expect otherwise.
 		def := DefaultConsumerConfig("")
 		for _, cc := range cfg.Consumers {
-			if cc.MaxRetries != def.MaxRetries || cc.RetryDelay != def.RetryDelay || cc.DeadLetterQueue != "" {
+			if cc := cc.WithDefaults(); cc.MaxRetries != def.MaxRetries || cc.RetryDelay != def.RetryDelay || cc.DeadLetterQueue != "" {
 				log.Warn("max_retries, retry_delay and dead_letter_queue of this consumer do not apply: the platform applies its own consumer's settings",
 					"queue", cc.Queue, "kind", cfg.Platform.Kind())
 			}

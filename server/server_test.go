@@ -202,10 +202,11 @@ func TestDoAndHandler(t *testing.T) {
 	}
 }
 
-// A configuration made in Go is checked as a file is, with the same messages.
+// A configuration made in Go is checked as a file is, with the same rules, and its mistakes
+// name its Go fields.
 func TestNewChecks(t *testing.T) {
 	_, err := server.New(server.Config{
-		Consumers: []server.ConsumerConfig{{Queue: "q", MaxBatchSize: 0, MaxConcurrency: 1}, server.DefaultConsumerConfig("q")},
+		Consumers: []server.ConsumerConfig{{Queue: "q", MaxBatchSize: -1}, server.DefaultConsumerConfig("q")},
 		TimeLimit: time.Hour,
 		Listen:    "nowhere",
 		Platform:  &jetstream.Config{Replicas: 2},
@@ -216,16 +217,46 @@ func TestNewChecks(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	want := []string{
-		"queues.consumers[0].max_batch_size = 0: must be 1–100",
-		"queues.consumers[1].queue = \"q\": has a consumer already; a queue has one consumer",
-		"app.listen = \"nowhere\": must be a host:port to listen on for fetch events, like \"127.0.0.1:8787\"",
-		"app.time_limit_ms = 3600000: must be 1–900000 (milliseconds)",
-		"platform.replicas = 2: must be 1, 3 or 5",
-		"queues.consumers: this program has no queue handler (Program.Queue) to run their batches",
-		"app.listen: this program has no fetch handler (Program.Fetch) to run HTTP requests",
+		"Consumers[0].MaxBatchSize = -1: must be 1–100",
+		"Consumers[1].Queue = \"q\": has a consumer already; a queue has one consumer",
+		"Listen = \"nowhere\": must be a host:port to listen on for fetch events, like \"127.0.0.1:8787\"",
+		"TimeLimit = 1h0m0s: must be 1–900000 (milliseconds)",
+		"Platform.Replicas = 2: must be 1, 3 or 5",
+		"Consumers: this program has no queue handler (Program.Queue) to run their batches",
+		"Listen: this program has no fetch handler (Program.Fetch) to run HTTP requests",
 	}
 	if got := strings.Join(ce.Mistakes, "\n"); got != strings.Join(want, "\n") {
 		t.Errorf("mistakes:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	// With no program nor command, the Go field to set is named.
+	_, err = server.New(server.Config{Consumers: []server.ConsumerConfig{{Queue: "q"}}, Platform: &memory.Config{}})
+	if err == nil || !strings.HasPrefix(err.Error(), "Program: missing; set it to the Go handlers") {
+		t.Errorf("no program: %v", err)
+	}
+}
+
+// A configuration made in Go lists each binding once: Permissions left unset permit every
+// binding. Set, they must be the bindings exactly.
+func TestNewBindings(t *testing.T) {
+	prog := &duilie.Program{Queue: func(*duilie.Event) error { return nil }}
+	srv, err := server.New(server.Config{Bindings: map[string]string{"TASKS": "tasks"}, Program: prog, Platform: &memory.Config{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	if err := srv.Client().Send(ctx, "TASKS", `1`, 0); err != nil {
+		t.Errorf("a configured binding with Permissions unset: %v", err)
+	}
+	_, err = server.New(server.Config{Bindings: map[string]string{"TASKS": "tasks", "OTHER": "other"},
+		Permissions: server.Permissions{Queue: []string{"TASKS", "GHOST"}}, Program: prog, Platform: &memory.Config{}})
+	want := "Bindings[\"OTHER\"]: not permitted: list it in Permissions.Queue, or leave Permissions unset to permit every binding\n" +
+		"Permissions.Queue: \"GHOST\" is permitted but not configured: map it to its queue in Bindings"
+	if err == nil || err.Error() != want {
+		t.Errorf("mismatched bindings: %v\nwant:\n%s", err, want)
 	}
 }
 
@@ -276,7 +307,7 @@ func TestNoConsumerLeft(t *testing.T) {
 func TestExhaustedLogLine(t *testing.T) {
 	log := &syncLog{}
 	cc := server.DefaultConsumerConfig("q")
-	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 0, "dead", 0
+	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = server.NoRetries, "dead", server.NoBatchTimeout
 	settled := make(chan struct{}, 1)
 	mp := memory.New(memory.Options{})
 	srv, err := server.New(server.Config{

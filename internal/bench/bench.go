@@ -383,7 +383,7 @@ func benchDuilie(ctx context.Context, o Options, c *benchClient, queue string, s
 	defer cancel()
 	cc := server.DefaultConsumerConfig(queue)
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = o.ConsumerBatch, 10*time.Millisecond, o.Concurrency
-	cc.MaxRetries = 0
+	cc.MaxRetries = server.NoRetries
 	consumed := make(chan error, 1)
 	// The program reads its batch, as every program does; it decodes the bodies only to tell
 	// delayed messages apart (raw consumers decode nothing).

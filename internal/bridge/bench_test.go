@@ -37,7 +37,7 @@ func BenchmarkScriptConsumer(b *testing.B) {
 			}
 			conc := v.conc
 			cc := host.DefaultConsumerConfig("bench")
-			cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, 0, conc
+			cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, host.NoBatchTimeout, conc
 			total := b.N * 100
 			msgs := make([]platform.Message, total)
 			for i := range msgs {

@@ -112,7 +112,7 @@ func newEnv(t testing.TB, timeLimit time.Duration) *env {
 		t.Fatal(err)
 	}
 	e.cc = host.DefaultConsumerConfig("in")
-	e.cc.MaxBatchSize, e.cc.MaxBatchTimeout = 100, 0
+	e.cc.MaxBatchSize, e.cc.MaxBatchTimeout = 100, host.NoBatchTimeout
 	e.cons, err = e.plat.Consume(context.Background(), "in", platform.ConsumerOptions{MaxBatchSize: 100, MaxConcurrency: 1, AckWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -418,7 +418,7 @@ func TestOutputLogged(t *testing.T) {
 func TestConcurrentEvents(t *testing.T) {
 	e := newEnv(t, 0)
 	cc := host.DefaultConsumerConfig("in")
-	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 2, 0, 3
+	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 2, host.NoBatchTimeout, 3
 	p, out := e.program(`
 		b = json.loads(call("读取队列批次")[1])
 		note({"url": BRIDGE, "start": time.time(), "ids": [m["id"] for m in b["messages"]]})

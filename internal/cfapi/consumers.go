@@ -78,7 +78,7 @@ func (a *API) consumerObject(ci server.ConsumerInfo) consumerJSON {
 	out := consumerJSON{ConsumerID: a.consumerID(ci), CreatedOn: stamp(ci.Started), QueueName: ci.Queue,
 		DeadLetterQueue: ci.DeadLetterQueue()}
 	if !ci.Pull {
-		w := ci.Consumer
+		w := ci.Consumer.WithDefaults()
 		script := a.o.Script
 		a.mu.Lock()
 		if st := a.state(ci.Queue); !ci.Configured && st.consumerScript != "" {
@@ -90,7 +90,7 @@ func (a *API) consumerObject(ci server.ConsumerInfo) consumerJSON {
 			MaxWaitTimeMs: w.MaxBatchTimeout.Milliseconds(), RetryDelay: int64(w.RetryDelay / time.Second)}
 		return out
 	}
-	c := ci.PullConsumer
+	c := ci.PullConsumer.WithDefaults()
 	out.Type = pullType
 	out.Settings = pullSettingsJSON{BatchSize: c.MaxBatchSize, MaxRetries: c.MaxRetries,
 		RetryDelay: int64(c.RetryDelay / time.Second), VisibilityTimeoutMs: c.VisibilityTimeout.Milliseconds()}
@@ -199,8 +199,12 @@ func readSpec(body object, queue string) (spec, error) {
 		errs = append(errs,
 			num("batch_size", func(v int64) { cc.MaxBatchSize = int(v) }),
 			num("max_concurrency", func(v int64) { cc.MaxConcurrency = int(v) }),
-			num("max_retries", func(v int64) { cc.MaxRetries = int(v) }),
-			num("max_wait_time_ms", func(v int64) { cc.MaxBatchTimeout = time.Duration(v) * time.Millisecond }),
+			num("max_retries", func(v int64) { cc.MaxRetries = retries(v) }),
+			num("max_wait_time_ms", func(v int64) {
+				if cc.MaxBatchTimeout = time.Duration(v) * time.Millisecond; v == 0 {
+					cc.MaxBatchTimeout = server.NoBatchTimeout
+				}
+			}),
 			num("retry_delay", func(v int64) { cc.RetryDelay = time.Duration(v) * time.Second }))
 		if err := errors.Join(errs...); err != nil {
 			return s, firstAPIError(errs)
@@ -212,7 +216,7 @@ func readSpec(body object, queue string) (spec, error) {
 	pc.DeadLetterQueue = dlq
 	errs = append(errs,
 		num("batch_size", func(v int64) { pc.MaxBatchSize = int(v) }),
-		num("max_retries", func(v int64) { pc.MaxRetries = int(v) }),
+		num("max_retries", func(v int64) { pc.MaxRetries = retries(v) }),
 		num("retry_delay", func(v int64) { pc.RetryDelay = time.Duration(v) * time.Second }),
 		num("visibility_timeout_ms", func(v int64) { pc.VisibilityTimeout = time.Duration(v) * time.Millisecond }))
 	if err := errors.Join(errs...); err != nil {
@@ -220,6 +224,14 @@ func readSpec(body object, queue string) (spec, error) {
 	}
 	s.puller = pc
 	return s, settingsErr(pc.Validate(), pullKeys)
+}
+
+// retries is a request's max_retries as the settings hold it: 0 is none, not the default.
+func retries(v int64) int {
+	if v == 0 {
+		return server.NoRetries
+	}
+	return int(v)
 }
 
 // The request's key of each setting, by the settings struct's field.

@@ -55,7 +55,7 @@ func TestRESTProducerProgramConsumer(t *testing.T) {
 	t.Parallel()
 	var got received
 	cc := host.DefaultConsumerConfig("mixed")
-	cc.MaxBatchTimeout = 0
+	cc.MaxBatchTimeout = host.NoBatchTimeout
 	e := start(t, server.Config{Consumers: []host.ConsumerConfig{cc}, Program: &duilie.Program{Queue: got.handle}})
 	id := cfapi.QueueID("mixed")
 	path := "/accounts/" + account + "/queues/" + id + "/messages"

@@ -116,7 +116,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 		return nil
 	}
 	cc := server.DefaultConsumerConfig("jobs")
-	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue = 1, 0, 1, "jobs-dead"
+	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue = 1, server.NoBatchTimeout, 1, "jobs-dead"
 	srv, err := serve.New(server.Config{
 		Permissions: server.Permissions{Queue: []string{"JOBS"}},
 		Bindings:    map[string]string{"JOBS": "jobs"},
@@ -232,8 +232,8 @@ func TestDashboardToken(t *testing.T) { // not parallel: it sets an environment 
 		dash server.DashboardConfig
 		want string
 	}{
-		{server.DashboardConfig{Listen: "0.0.0.0:0"}, `dashboard.listen = "0.0.0.0:0": is not a loopback address, so the dashboard needs a token: name the environment variable that holds it with dashboard.token_env`},
-		{server.DashboardConfig{Listen: "0.0.0.0:0", TokenEnv: "DUILIE_TEST_UNSET_TOKEN"}, `dashboard.token_env = "DUILIE_TEST_UNSET_TOKEN": names an environment variable that is unset or empty; the dashboard needs its token`},
+		{server.DashboardConfig{Listen: "0.0.0.0:0"}, `Dashboard.Listen = "0.0.0.0:0": is not a loopback address, so the dashboard needs a token: name the environment variable that holds it with dashboard.token_env`},
+		{server.DashboardConfig{Listen: "0.0.0.0:0", TokenEnv: "DUILIE_TEST_UNSET_TOKEN"}, `Dashboard.TokenEnv = "DUILIE_TEST_UNSET_TOKEN": names an environment variable that is unset or empty; the dashboard needs its token`},
 	} {
 		cfg := base
 		cfg.Dashboard = c.dash
@@ -311,8 +311,21 @@ func TestDashboardToken(t *testing.T) { // not parallel: it sets an environment 
 // rebinding), and only same-origin actions.
 func TestDashboardLoopbackOnly(t *testing.T) {
 	t.Parallel()
-	srv, err := serve.New(server.Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: server.DashboardConfig{Listen: "127.0.0.1:0"},
-		Bindings: map[string]string{"JOBS": "jobs"}})
+	// A file may configure a binding it does not permit (its programs then abort).
+	cfg, err := server.ParseConfig("duilie.toml", t.TempDir(), []byte(`
+[[queues.producers]]
+binding = "JOBS"
+queue = "jobs"
+[platform]
+kind = "memory"
+[dashboard]
+listen = "127.0.0.1:0"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = quietLog()
+	srv, err := serve.New(*cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

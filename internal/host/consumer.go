@@ -14,22 +14,66 @@ import (
 )
 
 // ConsumerConfig configures the consumer of one queue (SPEC §11), a [[queues.consumers]] table
-// of duilie.toml. Several settings have meaningful zero values, so start from
-// DefaultConsumerConfig rather than from a zero value.
+// of duilie.toml. The zero value of every setting is its default (SPEC §11): batches of up to 10
+// messages or 5 s, 3 retries without delay, no dead-letter queue, one batch at a time. A zero
+// that is not the default is written NoBatchTimeout (deliver each batch as soon as it has a
+// message) and NoRetries (never deliver a failed message again). In duilie.toml, 0 means zero
+// itself, as wrangler's keys do.
 type ConsumerConfig struct {
-	Queue           string        `toml:"queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"`
-	MaxBatchSize    int           `toml:"max_batch_size" rule:"must be 1–100"`
-	MaxBatchTimeout time.Duration `toml:"max_batch_timeout,seconds" rule:"must be 0–60 (seconds)"`                                                                            // deliver a partial batch this long after its first message
-	MaxRetries      int           `toml:"max_retries" rule:"must be 0–100"`                                                                                                   // redeliveries before a message is dead-lettered or dropped
-	RetryDelay      time.Duration `toml:"retry_delay,seconds" rule:"must be 0–43200 (seconds)"`                                                                               // the delay of a retry() without one, and after a failed event
-	DeadLetterQueue string        `toml:"dead_letter_queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"` // "" for none: exhausted messages are deleted
-	MaxConcurrency  int           `toml:"max_concurrency" rule:"must be 1–250 (batches at once)"`                                                                             // batches in flight at once
+	Queue string `toml:"queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"`
+	// MaxBatchSize is the most messages a batch holds, 1–100; 0 means 10.
+	MaxBatchSize int `toml:"max_batch_size,nonzero" rule:"must be 1–100"`
+	// MaxBatchTimeout is how long after its first message a batch that is not full is
+	// delivered, up to 60 s; 0 means 5 s, NoBatchTimeout none.
+	MaxBatchTimeout time.Duration `toml:"max_batch_timeout,seconds,none" rule:"must be 0–60 (seconds)"`
+	// MaxRetries is how many times a message that did not succeed is delivered again before
+	// it is dead-lettered or dropped, up to 100; 0 means 3, NoRetries none.
+	MaxRetries int `toml:"max_retries,none" rule:"must be 0–100"`
+	// RetryDelay is the delay of a retry() without one, and after a failed event, up to
+	// 43200 s; 0 means none.
+	RetryDelay time.Duration `toml:"retry_delay,seconds" rule:"must be 0–43200 (seconds)"`
+	// DeadLetterQueue is where exhausted messages go; "" means none: they are deleted.
+	DeadLetterQueue string `toml:"dead_letter_queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"`
+	// MaxConcurrency is how many batches are in flight at once, 1–250; 0 means 1.
+	MaxConcurrency int `toml:"max_concurrency,nonzero" rule:"must be 1–250 (batches at once)"`
 }
 
-// DefaultConsumerConfig returns the consumer settings of SPEC §11 for queue: batches of up to
-// 10 messages or 5 s, 3 retries without delay, no dead-letter queue, one batch at a time.
+// The zero settings that are not defaults (any negative value means the same).
+const (
+	NoBatchTimeout time.Duration = -1 // MaxBatchTimeout: deliver a batch as soon as it has a message
+	NoRetries                    = -1 // MaxRetries: never deliver a failed message again
+)
+
+// DefaultConsumerConfig returns the consumer settings of SPEC §11 for queue, each written out:
+// batches of up to 10 messages or 5 s, 3 retries without delay, no dead-letter queue, one batch
+// at a time. ConsumerConfig{Queue: queue} means the same.
 func DefaultConsumerConfig(queue string) ConsumerConfig {
 	return ConsumerConfig{Queue: queue, MaxBatchSize: 10, MaxBatchTimeout: 5 * time.Second, MaxRetries: 3, MaxConcurrency: 1}
+}
+
+// WithDefaults returns c as a consumer runs it: each zero setting its default, each "none"
+// zero. Its zeros mean zero, so it is for reading, not for configuring a consumer again.
+func (c ConsumerConfig) WithDefaults() ConsumerConfig {
+	d := DefaultConsumerConfig(c.Queue)
+	if c.MaxBatchSize == 0 {
+		c.MaxBatchSize = d.MaxBatchSize
+	}
+	switch {
+	case c.MaxBatchTimeout == 0:
+		c.MaxBatchTimeout = d.MaxBatchTimeout
+	case c.MaxBatchTimeout < 0:
+		c.MaxBatchTimeout = 0
+	}
+	switch {
+	case c.MaxRetries == 0:
+		c.MaxRetries = d.MaxRetries
+	case c.MaxRetries < 0:
+		c.MaxRetries = 0
+	}
+	if c.MaxConcurrency == 0 {
+		c.MaxConcurrency = d.MaxConcurrency
+	}
+	return c
 }
 
 // Validate checks every setting. Its error joins one *platform.FieldError per mistake, in
@@ -40,20 +84,20 @@ func (c ConsumerConfig) Validate() error {
 	if platform.CheckQueueName(c.Queue) != nil {
 		bad("Queue")
 	}
-	if c.MaxBatchSize < 1 || c.MaxBatchSize > 100 {
+	if c.MaxBatchSize < 0 || c.MaxBatchSize > 100 {
 		bad("MaxBatchSize")
 	}
-	if c.MaxBatchTimeout < 0 || c.MaxBatchTimeout > 60*time.Second {
+	if c.MaxBatchTimeout > 60*time.Second {
 		bad("MaxBatchTimeout")
 	}
-	if c.MaxRetries < 0 || c.MaxRetries > 100 {
+	if c.MaxRetries > 100 {
 		bad("MaxRetries")
 	}
 	if c.RetryDelay < 0 || c.RetryDelay > duilie.MaxDelaySeconds*time.Second {
 		bad("RetryDelay")
 	}
 	errs = append(errs, checkDeadLetterQueue(c, c.Queue, c.DeadLetterQueue))
-	if c.MaxConcurrency < 1 || c.MaxConcurrency > 250 {
+	if c.MaxConcurrency < 0 || c.MaxConcurrency > 250 {
 		bad("MaxConcurrency")
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -102,6 +146,7 @@ func (h *Host) Consume(ctx context.Context, cc ConsumerConfig, handler Handler) 
 	if err := cc.Validate(); err != nil {
 		return err
 	}
+	cc = cc.WithDefaults()
 	c, err := h.startConsumer(ctx, cc)
 	if c == nil || err != nil {
 		return err
@@ -327,7 +372,7 @@ func (h *Host) runBatch(ctx context.Context, cc ConsumerConfig, c platform.Consu
 // being asked for them, such as a Worker's queue handler, whose MessageBatch arrives with the
 // call.
 func (h *Host) Deliver(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery, handler Handler) error {
-	return h.runBatch(ctx, cc, c, ds, handler)
+	return h.runBatch(ctx, cc.WithDefaults(), c, ds, handler)
 }
 
 // RunBatch runs handler as one queue event on a batch of deliveries from cc.Queue, exactly as
@@ -336,7 +381,7 @@ func (h *Host) Deliver(ctx context.Context, cc ConsumerConfig, c platform.Consum
 // is made: settling the batch is the caller's. It is for tests of programs; adapters use
 // Deliver.
 func (h *Host) RunBatch(ctx context.Context, cc ConsumerConfig, ds []platform.Delivery, handler Handler) (platform.Settlement, error) {
-	_, s, failure := h.runQueueEvent(ctx, cc, ds, handler, false)
+	_, s, failure := h.runQueueEvent(ctx, cc.WithDefaults(), ds, handler, false)
 	return s, failure
 }
 

@@ -160,7 +160,7 @@ func TestConsumeRefusedTemporarily(t *testing.T) {
 	done := make(chan error)
 	start := time.Now()
 	cc := host.DefaultConsumerConfig("qa")
-	cc.MaxBatchTimeout = 0
+	cc.MaxBatchTimeout = host.NoBatchTimeout
 	go func() {
 		done <- h.Consume(ctx, cc, func(*host.Event) error { ran <- time.Now(); return nil })
 	}()
@@ -218,7 +218,7 @@ func TestTemporaryErrorBacksOff(t *testing.T) {
 	start := time.Now()
 	done := make(chan error)
 	cc := host.DefaultConsumerConfig("qa")
-	cc.MaxBatchTimeout = 0
+	cc.MaxBatchTimeout = host.NoBatchTimeout
 	go func() {
 		done <- h.Consume(ctx, cc, func(*host.Event) error { ran <- time.Now(); return nil })
 	}()
@@ -262,7 +262,7 @@ func TestPlatformThatRetries(t *testing.T) {
 	}
 	h, _ := host.New(host.Config{Platform: p, Logger: quiet()})
 	cc := host.DefaultConsumerConfig("qa")
-	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 0, "dead", 0
+	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = host.NoRetries, "dead", host.NoBatchTimeout
 	// Attempts far beyond max_retries: the platform counts, so the program still runs.
 	mem.Put("qa", platform.Message{ID: "a", Attempts: 9, Body: []byte("1"), ContentType: platform.JSON},
 		platform.Message{ID: "b", Attempts: 9, Body: []byte("2"), ContentType: platform.JSON},

@@ -123,16 +123,26 @@ func TestConsumerConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// Zero settings are their defaults: a consumer runs with those.
+	if zero := (host.ConsumerConfig{Queue: "q"}); zero.Validate() != nil || zero.WithDefaults() != ok {
+		t.Errorf("the zero settings are %+v, want the defaults %+v", zero.WithDefaults(), ok)
+	}
+	none := ok
+	none.MaxBatchTimeout, none.MaxRetries = host.NoBatchTimeout, host.NoRetries
+	if w := none.WithDefaults(); none.Validate() != nil || w.MaxBatchTimeout != 0 || w.MaxRetries != 0 {
+		t.Errorf("NoBatchTimeout and NoRetries run as %+v", w)
+	}
 	for name, mut := range map[string]func(*host.ConsumerConfig){
-		"queue":       func(c *host.ConsumerConfig) { c.Queue = "Q" },
-		"size 0":      func(c *host.ConsumerConfig) { c.MaxBatchSize = 0 },
-		"size 101":    func(c *host.ConsumerConfig) { c.MaxBatchSize = 101 },
-		"timeout":     func(c *host.ConsumerConfig) { c.MaxBatchTimeout = 61 * time.Second },
-		"retries":     func(c *host.ConsumerConfig) { c.MaxRetries = 101 },
-		"retry delay": func(c *host.ConsumerConfig) { c.RetryDelay = 43201 * time.Second },
-		"dlq self":    func(c *host.ConsumerConfig) { c.DeadLetterQueue = "q" },
-		"dlq name":    func(c *host.ConsumerConfig) { c.DeadLetterQueue = "-x" },
-		"concurrency": func(c *host.ConsumerConfig) { c.MaxConcurrency = 251 },
+		"queue":          func(c *host.ConsumerConfig) { c.Queue = "Q" },
+		"size -1":        func(c *host.ConsumerConfig) { c.MaxBatchSize = -1 },
+		"size 101":       func(c *host.ConsumerConfig) { c.MaxBatchSize = 101 },
+		"timeout":        func(c *host.ConsumerConfig) { c.MaxBatchTimeout = 61 * time.Second },
+		"retries":        func(c *host.ConsumerConfig) { c.MaxRetries = 101 },
+		"retry delay":    func(c *host.ConsumerConfig) { c.RetryDelay = 43201 * time.Second },
+		"dlq self":       func(c *host.ConsumerConfig) { c.DeadLetterQueue = "q" },
+		"dlq name":       func(c *host.ConsumerConfig) { c.DeadLetterQueue = "-x" },
+		"concurrency":    func(c *host.ConsumerConfig) { c.MaxConcurrency = 251 },
+		"concurrency -1": func(c *host.ConsumerConfig) { c.MaxConcurrency = -1 },
 	} {
 		c := ok
 		mut(&c)
@@ -207,7 +217,7 @@ func TestExhaustedBeforeDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc := host.DefaultConsumerConfig("qa")
-	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 1, "dead", 0
+	cc.MaxRetries, cc.DeadLetterQueue, cc.MaxBatchTimeout = 1, "dead", host.NoBatchTimeout
 	p.Put("qa", platform.Message{ID: "old", Attempts: 3, Body: []byte("1"), ContentType: platform.JSON},
 		platform.Message{ID: "new", Attempts: 1, Body: []byte("2"), ContentType: platform.JSON})
 	var saw []string
@@ -268,7 +278,7 @@ func TestConsumeStops(t *testing.T) {
 	done := make(chan error)
 	go func() {
 		cc := host.DefaultConsumerConfig("qa")
-		cc.MaxBatchTimeout = 0
+		cc.MaxBatchTimeout = host.NoBatchTimeout
 		done <- h.Consume(ctx, cc, func(ev *host.Event) error {
 			cancel()
 			time.Sleep(100 * time.Millisecond)
@@ -292,8 +302,8 @@ func TestConsumeStops(t *testing.T) {
 
 func TestConsumeInvalidConfig(t *testing.T) {
 	h := newHost(t, memory.New(memory.Options{}), 0)
-	if err := h.Consume(context.Background(), host.ConsumerConfig{Queue: "q"}, nil); err == nil {
-		t.Error("a zero consumer config was accepted")
+	if err := h.Consume(context.Background(), host.ConsumerConfig{Queue: "Q"}, nil); err == nil {
+		t.Error("a consumer of a queue name that is not one was accepted")
 	}
 }
 
@@ -333,7 +343,7 @@ func TestConsumeStopsAtHalt(t *testing.T) {
 	p := memory.New(memory.Options{})
 	h := newHost(t, p, 0)
 	cc := host.DefaultConsumerConfig("qa")
-	cc.MaxBatchTimeout = 0
+	cc.MaxBatchTimeout = host.NoBatchTimeout
 	done := make(chan error)
 	var ran atomic.Int32
 	go func() {
@@ -366,7 +376,7 @@ func TestConsumeTakesNothingAfterCancel(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		cc := host.DefaultConsumerConfig("qa")
-		cc.MaxBatchSize, cc.MaxBatchTimeout = 1, 0
+		cc.MaxBatchSize, cc.MaxBatchTimeout = 1, host.NoBatchTimeout
 		var ran atomic.Int32
 		if err := h.Consume(ctx, cc, func(*host.Event) error { ran.Add(1); return nil }); err != nil || ran.Load() != 0 {
 			t.Fatalf("a cancelled Consume ran %d events (%v)", ran.Load(), err)

@@ -80,7 +80,10 @@ func jsonMessage(id string, attempts int) platform.Message {
 
 func consumerOf(retries int, dlq string) host.ConsumerConfig {
 	cc := host.DefaultConsumerConfig("qa")
-	cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue, cc.RetryDelay = 0, retries, dlq, 5*time.Second
+	cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue, cc.RetryDelay = host.NoBatchTimeout, retries, dlq, 5*time.Second
+	if retries == 0 {
+		cc.MaxRetries = host.NoRetries
+	}
 	return cc
 }
 

@@ -14,14 +14,38 @@ import (
 
 // PullConsumer configures a queue consumed by pulls: Cloudflare's http_pull consumer, whose
 // clients pull messages over its Queues API, each leased to them for a visibility timeout.
-// Names follow wrangler's. Start from DefaultPullConsumer: several zero values are meaningful.
+// Names follow wrangler's. As for ConsumerConfig, the zero value of every setting is its
+// default (Cloudflare's: batches of 5, 3 retries without delay, no dead-letter queue, leases of
+// 30 s), and NoRetries means none.
 type PullConsumer struct {
-	Queue             string        `toml:"queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"`
-	MaxBatchSize      int           `toml:"max_batch_size" rule:"must be 1–100 (a pull's default batch_size)"`
-	MaxRetries        int           `toml:"max_retries" rule:"must be 0–100"`
-	RetryDelay        time.Duration `toml:"retry_delay,seconds" rule:"must be 0–86400 (seconds)"`
-	DeadLetterQueue   string        `toml:"dead_letter_queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"`
-	VisibilityTimeout time.Duration `toml:"visibility_timeout_ms,ms" rule:"must be 1–43200000 (milliseconds)"`
+	Queue string `toml:"queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"`
+	// MaxBatchSize is a pull's batch when it asks for none, 1–100; 0 means 5.
+	MaxBatchSize int `toml:"max_batch_size,nonzero" rule:"must be 1–100 (a pull's default batch_size)"`
+	// MaxRetries is as ConsumerConfig's: 0 means 3, NoRetries none.
+	MaxRetries int `toml:"max_retries,none" rule:"must be 0–100"`
+	// RetryDelay is the delay of a retry without one, up to 86400 s; 0 means none.
+	RetryDelay      time.Duration `toml:"retry_delay,seconds" rule:"must be 0–86400 (seconds)"`
+	DeadLetterQueue string        `toml:"dead_letter_queue" rule:"must be a queue name: lowercase letters, digits and '-', 1–63 characters, starting with a letter or digit"`
+	// VisibilityTimeout is a pull's lease when it asks for none, 1 ms – 12 h; 0 means 30 s.
+	VisibilityTimeout time.Duration `toml:"visibility_timeout_ms,ms,nonzero" rule:"must be 1–43200000 (milliseconds)"`
+}
+
+// WithDefaults returns c as the consumer runs it: each zero setting its default, NoRetries 0.
+func (c PullConsumer) WithDefaults() PullConsumer {
+	d := DefaultPullConsumer(c.Queue)
+	if c.MaxBatchSize == 0 {
+		c.MaxBatchSize = d.MaxBatchSize
+	}
+	switch {
+	case c.MaxRetries == 0:
+		c.MaxRetries = d.MaxRetries
+	case c.MaxRetries < 0:
+		c.MaxRetries = 0
+	}
+	if c.VisibilityTimeout == 0 {
+		c.VisibilityTimeout = d.VisibilityTimeout
+	}
+	return c
 }
 
 // Limits of pull consumers: Cloudflare's.
@@ -48,17 +72,17 @@ func (c PullConsumer) Validate() error {
 	if platform.CheckQueueName(c.Queue) != nil {
 		bad("Queue")
 	}
-	if c.MaxBatchSize < 1 || c.MaxBatchSize > MaxPullBatch {
+	if c.MaxBatchSize < 0 || c.MaxBatchSize > MaxPullBatch {
 		bad("MaxBatchSize")
 	}
-	if c.MaxRetries < 0 || c.MaxRetries > 100 {
+	if c.MaxRetries > 100 {
 		bad("MaxRetries")
 	}
 	if c.RetryDelay < 0 || c.RetryDelay > MaxPullDelay {
 		bad("RetryDelay")
 	}
 	errs = append(errs, checkDeadLetterQueue(c, c.Queue, c.DeadLetterQueue))
-	if c.VisibilityTimeout < time.Millisecond || c.VisibilityTimeout > MaxVisibilityTimeout {
+	if c.VisibilityTimeout < 0 || c.VisibilityTimeout > MaxVisibilityTimeout {
 		bad("VisibilityTimeout")
 	}
 	return errors.Join(errs...)
@@ -132,6 +156,7 @@ func (h *Host) Pull(ctx context.Context, pc PullConsumer) (*Puller, error) {
 	if err := pc.Validate(); err != nil {
 		return nil, fmt.Errorf("pull consumer %q: %w", pc.Queue, err)
 	}
+	pc = pc.WithDefaults()
 	ackWait := pc.VisibilityTimeout + ackWaitMargin
 	c, err := h.cfg.Platform.Consume(ctx, pc.Queue, platform.ConsumerOptions{MaxBatchSize: MaxPullBatch, MaxConcurrency: 1, AckWait: ackWait})
 	if err != nil {

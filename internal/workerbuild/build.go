@@ -262,6 +262,7 @@ func Wrangler(cfg *server.Config, name, from string) []byte {
 	}
 	w.Queues.Consumers = []consumer{}
 	for _, cc := range cfg.Consumers {
+		cc = cc.WithDefaults()
 		w.Queues.Consumers = append(w.Queues.Consumers, consumer{
 			Queue: cc.Queue, MaxBatchSize: cc.MaxBatchSize, MaxBatchTimeout: seconds(cc.MaxBatchTimeout),
 			MaxRetries: cc.MaxRetries, RetryDelay: seconds(cc.RetryDelay), DeadLetterQueue: cc.DeadLetterQueue,

@@ -195,7 +195,7 @@ func TestFakeHostLeavesRetriesToCloudflare(t *testing.T) {
 	f.put(&fakeMessage{ID: strings.Repeat("b", 32), Body: b64(`"failed"`), Attempts: 9, Metadata: meta("json")})
 	h := newHost(t, f.platform(50*time.Millisecond, nil), nil)
 	cc := host.DefaultConsumerConfig("jobs")
-	cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue = 0, 1, "jobs-dead"
+	cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue = host.NoBatchTimeout, 1, "jobs-dead"
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan string, 10)
 	done := make(chan error)

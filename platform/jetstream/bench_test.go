@@ -278,7 +278,7 @@ func lateness(b *testing.B, n int, window time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cc := host.DefaultConsumerConfig("late")
-	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, 0, 4
+	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, host.NoBatchTimeout, 4
 	go h.Consume(ctx, cc, func(ev *duilie.Event) error { return nil })
 	select {
 	case <-done:

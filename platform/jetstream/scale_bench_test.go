@@ -202,7 +202,7 @@ func pendingDelayed(b *testing.B, n int, least, spread time.Duration) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cc := host.DefaultConsumerConfig("big")
-	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, 0, 4
+	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = 100, host.NoBatchTimeout, 4
 	go h.Consume(cctx, cc, func(ev *duilie.Event) error { return nil })
 	select {
 	case <-done:

@@ -212,7 +212,7 @@ func benchRoundTrip(b *testing.B, w *benchWorld, n int) {
 	ctx, cancel := context.WithCancel(w.ctx)
 	defer cancel()
 	cc := host.DefaultConsumerConfig(benchQueue)
-	cc.MaxBatchSize, cc.MaxBatchTimeout = 100, 0
+	cc.MaxBatchSize, cc.MaxBatchTimeout = 100, host.NoBatchTimeout
 	consumed := make(chan error, 1)
 	go func() {
 		consumed <- w.h.Consume(ctx, cc, func(ev *duilie.Event) error {

@@ -316,7 +316,7 @@ func settle(t *testing.T, c platform.Consumer, queue string, action platform.Act
 // config is the consumer configuration of most tests: batches delivered as soon as ready.
 func config(queue string) host.ConsumerConfig {
 	cc := host.DefaultConsumerConfig(queue)
-	cc.MaxBatchTimeout = 0
+	cc.MaxBatchTimeout = host.NoBatchTimeout
 	return cc
 }
 

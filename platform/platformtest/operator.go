@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -410,7 +411,7 @@ func testPurge(t *testing.T, hn Harness) {
 // every delivery for which fail is true: such a message goes to the dead-letter queue at once.
 func (e *env) deadLetter(fail func(messageText) bool) *consumer {
 	cc := config(queueName)
-	cc.MaxRetries, cc.DeadLetterQueue = 0, dlqName
+	cc.MaxRetries, cc.DeadLetterQueue = host.NoRetries, dlqName
 	return e.consume(cc, func(ev *duilie.Event, b batchText) error {
 		for i, m := range b.Messages {
 			if fail(m) {
