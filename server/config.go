@@ -329,7 +329,7 @@ func tomlValue(v any) string {
 
 func (c *checker) config(raw map[string]any) *Config {
 	cfg := &Config{File: c.file, Dir: c.dir, Bindings: map[string]string{}}
-	doc := c.table("", raw, "permissions", "queues", "app", "platform", "dashboard", "cloudflare_api")
+	doc := c.table("", raw, "permissions", "queues", "app", "platform", "dashboard", "cloudflare_api", "worker")
 	c.permissions(cfg, doc["permissions"])
 	queues := c.table("queues", doc["queues"], "producers", "consumers")
 	c.producers(cfg, queues["producers"])
@@ -338,6 +338,7 @@ func (c *checker) config(raw map[string]any) *Config {
 	c.platform(cfg, doc["platform"])
 	c.dashboard(cfg, doc["dashboard"])
 	c.cloudflareTable(cfg, doc["cloudflare_api"])
+	c.worker(cfg, doc["worker"])
 	return cfg
 }
 

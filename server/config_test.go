@@ -12,6 +12,7 @@ import (
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/platform/jetstream"
 	"github.com/duilie/duilie/platform/memory"
+	"github.com/duilie/duilie/workers"
 )
 
 // TestConfigGolden loads every testdata/config/*.toml: a valid file's golden is the checked
@@ -65,6 +66,9 @@ func dumpConfig(t *testing.T, c *Config) string {
 	fmt.Fprintf(&b, "dashboard: listen=%q token_env=%q\n", c.Dashboard.Listen, c.Dashboard.TokenEnv)
 	if c.Name != "" {
 		fmt.Fprintf(&b, "name: %q\n", c.Name)
+	}
+	if c.Worker != (workers.Settings{}) {
+		fmt.Fprintf(&b, "worker: %+v\n", c.Worker)
 	}
 	if len(c.DeliveryDelays) > 0 {
 		fmt.Fprintf(&b, "delivery_delays: %v\n", c.DeliveryDelays)

@@ -59,6 +59,7 @@ import (
 	"github.com/duilie/duilie/internal/bridge"
 	"github.com/duilie/duilie/internal/host"
 	"github.com/duilie/duilie/platform"
+	"github.com/duilie/duilie/workers"
 
 	// The platforms duilie.toml can name.
 	_ "github.com/duilie/duilie/platform/cloudflare"
@@ -131,6 +132,9 @@ type Config struct {
 	// Name names the program where Cloudflare's API shows a Worker script (a wrangler file's
 	// name); "" means "duilie".
 	Name string
+	// Worker is the [worker] table: settings of the Worker duilie worker build makes of a Go
+	// program (package workers). The server does not use them.
+	Worker workers.Settings
 
 	parsed   bool     // read from a file (ParseConfig): mistakes name its keys, not Go fields
 	wrangler bool     // read from a wrangler file: duilie's own tables are under duilie

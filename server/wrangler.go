@@ -17,7 +17,7 @@ import (
 // queues.producers and queues.consumers are duilie's, a producer's delivery_delay is its
 // queue's delivery delay, a consumer with type = "http_pull" is pulled over Cloudflare's API,
 // and the producers' bindings are the permissions. duilie's own settings (permissions, app,
-// platform, dashboard, cloudflare_api) go in a table named duilie. Keys of the Worker that do
+// platform, dashboard, cloudflare_api, worker) go in a table named duilie. Keys of the Worker that do
 // not concern queues (name, main, compatibility_date, …) are ignored, and serve names them in
 // one log line.
 
@@ -80,7 +80,7 @@ func (c *checker) wrangler(raw map[string]any) *Config {
 	if name, ok := raw["name"].(string); ok {
 		cfg.Name = name
 	}
-	duilie := c.table("duilie", raw["duilie"], "permissions", "app", "platform", "dashboard", "cloudflare_api")
+	duilie := c.table("duilie", raw["duilie"], "permissions", "app", "platform", "dashboard", "cloudflare_api", "worker")
 	queues := c.table("queues", raw["queues"], "producers", "consumers")
 
 	// Producers: a binding and its queue, with the queue's delivery delay taken out.
@@ -167,6 +167,7 @@ func (c *checker) wrangler(raw map[string]any) *Config {
 	c.platform(cfg, duilie["platform"])
 	c.dashboard(cfg, duilie["dashboard"])
 	c.cloudflareTable(cfg, duilie["cloudflare_api"])
+	c.worker(cfg, duilie["worker"])
 	return cfg
 }
 

@@ -51,4 +51,15 @@ type Config struct {
 	// TimeLimitMS is every event's wall-clock limit in milliseconds ([app] time_limit_ms);
 	// 0 means 30000.
 	TimeLimitMS int64 `json:"time_limit_ms"`
+	// Settings are duilie.toml's [worker] table.
+	Settings
+}
+
+// Settings are the [worker] table of duilie.toml: what only a Worker reads (duilie serve has
+// its own log lines, and ignores the table).
+type Settings struct {
+	// LogEvents writes the host's line for each event (the line duilie serve logs: its kind,
+	// outcome, duration and messages) to console.debug. Off by default, since Cloudflare
+	// records each invocation itself.
+	LogEvents bool `toml:"log_events" json:"log_events" rule:"must be true or false"`
 }

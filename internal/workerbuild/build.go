@@ -209,7 +209,8 @@ func sizes(path string) (raw, gz int64, err error) {
 
 // WorkerConfig is the configuration the Worker's program gets from cfg.
 func WorkerConfig(cfg *server.Config) workers.Config {
-	return workers.Config{Permissions: cfg.Permissions, Bindings: cfg.Bindings, TimeLimitMS: cfg.TimeLimit.Milliseconds()}
+	return workers.Config{Permissions: cfg.Permissions, Bindings: cfg.Bindings, TimeLimitMS: cfg.TimeLimit.Milliseconds(),
+		Settings: cfg.Worker}
 }
 
 // Entry is the Worker's entry module for cfg.

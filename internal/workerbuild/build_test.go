@@ -74,7 +74,7 @@ func TestEntryConfig(t *testing.T) {
 	if err := json.Unmarshal(line[1], &c); err != nil {
 		t.Fatal(err)
 	}
-	if c.TimeLimitMS != 12000 || c.Bindings["AUDIT"] != "audit" || len(c.Permissions.Queue) != 3 || c.Permissions.Queue[2] != "ODD\u2028</script>" {
+	if c.TimeLimitMS != 12000 || !c.LogEvents || c.Bindings["AUDIT"] != "audit" || len(c.Permissions.Queue) != 3 || c.Permissions.Queue[2] != "ODD\u2028</script>" {
 		t.Fatalf("config = %+v", c)
 	}
 	if strings.Count(string(entry), "/*CONFIG*/") != 0 {
