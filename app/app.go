@@ -5,6 +5,7 @@ package app
 import (
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -24,6 +25,13 @@ func Main(p duilie.Program) {
 // the exit status. serve runs until ctx ends, then shuts down gracefully.
 func Run(ctx context.Context, p duilie.Program, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return cli.Run(ctx, options(p), args, stdin, stdout, stderr)
+}
+
+// NewLogHandler returns the handler of a logger a program makes itself: natively, a text
+// handler on stderr, where duilie serve writes its own lines; in a Worker, the Worker's console
+// by level (workers.NewConsoleHandler). opts may be nil.
+func NewLogHandler(opts *slog.HandlerOptions) slog.Handler {
+	return slog.NewTextHandler(os.Stderr, opts)
 }
 
 func options(p duilie.Program) cli.Options {

@@ -3,6 +3,8 @@
 package app
 
 import (
+	"log/slog"
+
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/workers"
 )
@@ -12,4 +14,10 @@ import (
 // its fetch handler runs p.Fetch, once per event.
 func Main(p duilie.Program) {
 	workers.Serve(p)
+}
+
+// NewLogHandler returns the handler of a logger a program makes itself: in a Worker, the
+// Worker's console by level (workers.NewConsoleHandler); natively, a text handler on stderr.
+func NewLogHandler(opts *slog.HandlerOptions) slog.Handler {
+	return workers.NewConsoleHandler(opts)
 }

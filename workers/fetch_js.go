@@ -5,12 +5,18 @@ package workers
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"syscall/js"
 )
 
 // fetch is the Worker's fetch(request, env, ctx) handler: one fetch event, run by the host as
 // duilie serve runs a request to [app] listen. The request body and the response are buffered.
+// An event that fails (an abort, the time limit, an error or a panic) rejects the promise with
+// the failure's message, as a JavaScript fetch handler that throws: Cloudflare records the
+// exception with it and answers the client 500. Since nothing reached the client yet, this
+// holds even when the handler had written a response, which duilie serve would have begun to
+// send.
 func (w *worker) fetch(_ js.Value, args []js.Value) any {
 	req, env := arg(args, 0), arg(args, 1)
 	return promise(func() (js.Value, error) {
@@ -18,7 +24,8 @@ func (w *worker) fetch(_ js.Value, args []js.Value) any {
 			return response(http.StatusNotFound, http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
 				[]byte("this program has no fetch handler (Program.Fetch)\n")), nil
 		}
-		h, err := w.host(env)
+		var end ended
+		h, err := w.host(env, &end)
 		if err != nil {
 			return js.Undefined(), err
 		}
@@ -28,14 +35,21 @@ func (w *worker) fetch(_ js.Value, args []js.Value) any {
 		}
 		rec := &recorder{header: http.Header{}}
 		h.Fetch(w.prog.Fetch).ServeHTTP(rec, r)
+		if end.err != nil {
+			return js.Undefined(), end.err
+		}
 		return response(rec.status, rec.header, rec.body.Bytes()), nil
 	})
 }
 
 // request turns a JavaScript Request into an *http.Request.
 func request(req js.Value) (*http.Request, error) {
+	method, url := get(req, "method"), get(req, "url")
+	if typeOf(method) != js.TypeString || typeOf(url) != js.TypeString {
+		return nil, fmt.Errorf("duilie: the fetch handler's first argument is %s, not a Request", describe(req))
+	}
 	var body []byte
-	if b := req.Get("body"); !b.IsNull() && !b.IsUndefined() {
+	if b := get(req, "body"); !b.IsNull() && !b.IsUndefined() {
 		buf, err := await(context.Background(), req.Call("arrayBuffer"))
 		if err != nil {
 			return nil, err
@@ -44,11 +58,11 @@ func request(req js.Value) (*http.Request, error) {
 		body = make([]byte, u8.Length())
 		js.CopyBytesToGo(body, u8)
 	}
-	r, err := http.NewRequest(req.Get("method").String(), req.Get("url").String(), bytes.NewReader(body))
+	r, err := http.NewRequest(method.String(), url.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	entries := js.Global().Get("Array").Call("from", req.Get("headers"))
+	entries := js.Global().Get("Array").Call("from", get(req, "headers"))
 	for i := range entries.Length() {
 		kv := entries.Index(i)
 		r.Header.Add(kv.Index(0).String(), kv.Index(1).String())

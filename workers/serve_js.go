@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"syscall/js"
 	"time"
 
@@ -32,8 +33,18 @@ func Serve(p duilie.Program) {
 		fmt.Fprintln(os.Stderr, "duilie: this program runs as a Cloudflare Worker, started by the entry that duilie worker build writes")
 		os.Exit(70)
 	}
-	w := &worker{prog: p, jsonText: g.Get("jsonText"), log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	w := &worker{prog: p, jsonText: g.Get("jsonText"), log: slog.New(slog.DiscardHandler)}
 	w.cfg, w.cfgErr = config(g.Get("config"))
+	if w.cfg.LogEvents {
+		// Every level of the host's lines goes to console.debug: they describe the invocation,
+		// which Cloudflare records at its own level, with the handler's exception when it
+		// failed. Without them the host writes nothing: a failure it would log (messages it
+		// could not settle) rejects the handler with its message.
+		w.log = slog.New(newConsoleHandler(nil, func(_ slog.Level, line string) {
+			console("debug", line)
+		}))
+		w.eventLog = host.LogObserver(w.log)
+	}
 	w.byQueue = map[string][]string{}
 	for b, q := range w.cfg.Bindings {
 		w.byQueue[q] = append(w.byQueue[q], b)
@@ -62,63 +73,77 @@ type worker struct {
 	cfgErr   error
 	byQueue  map[string][]string // queue → its bindings
 	jsonText js.Value            // the entry's jsonText(message)
-	log      *slog.Logger
+	log      *slog.Logger        // the host's lines: console.debug with [worker] log_events, else none
+	eventLog host.Observer       // the host's line per event, with [worker] log_events
 }
 
-// host makes the host of one event, on the Worker's env.
-func (w *worker) host(env js.Value) (*host.Host, error) {
+// ended is how an event ended, as its host reported it.
+type ended struct {
+	outcome host.Outcome
+	err     error
+}
+
+// host makes the host of one event, on the Worker's env. The event's report lands in end.
+func (w *worker) host(env js.Value, end *ended) (*host.Host, error) {
 	if w.cfgErr != nil {
 		return nil, w.cfgErr
 	}
 	return host.New(host.Config{
 		Platform:    &envPlatform{env: env, byQueue: w.byQueue},
 		Permissions: w.cfg.Permissions,
-		Bindings:    w.cfg.Bindings,
+		Bindings:    w.deployed(env),
 		TimeLimit:   time.Duration(w.cfg.TimeLimitMS) * time.Millisecond,
-		Observer:    host.LogObserver(w.log),
-		Logger:      w.log,
+		Observer: func(r host.Report) {
+			if er, ok := r.(*host.EventReport); ok {
+				end.outcome, end.err = er.Outcome, er.Err
+			}
+			if w.eventLog != nil {
+				w.eventLog(r)
+			}
+		},
+		Logger: w.log,
 	})
 }
 
+// deployed is the bindings of duilie.toml that the Worker's env has as Queue bindings. The env
+// is the deployment: a binding it lacks is not configured, and using it aborts with
+// 绑定不存在：B, as on duilie serve (SPEC §8.2).
+func (w *worker) deployed(env js.Value) map[string]string {
+	out := make(map[string]string, len(w.cfg.Bindings))
+	for b, q := range w.cfg.Bindings {
+		if isQueueBinding(get(env, b)) {
+			out[b] = q
+		}
+	}
+	return out
+}
+
+// isQueueBinding reports whether v looks like a Queue binding: an object with a send method.
+func isQueueBinding(v js.Value) bool {
+	return isObject(v) && typeOf(get(v, "send")) == js.TypeFunction
+}
+
 // queue is the Worker's queue(batch, env, ctx) handler: one queue event. The promise it returns
-// rejects when the event failed, so Cloudflare retries the messages the program did not ack or
-// retry.
+// rejects when the event failed, with the failure's message (an abort's own text), so that
+// Cloudflare records it and retries the messages the program did not ack or retry.
 func (w *worker) queue(_ js.Value, args []js.Value) any {
 	batch, env := arg(args, 0), arg(args, 1)
 	return promise(func() (js.Value, error) {
 		if w.prog.Queue == nil {
 			return js.Undefined(), errors.New("duilie: this program has no queue handler (Program.Queue)")
 		}
-		h, err := w.host(env)
+		queue, ds, err := w.readBatch(batch)
 		if err != nil {
 			return js.Undefined(), err
 		}
-		ds := w.deliveries(batch)
-		cc := host.ConsumerConfig{Queue: batch.Get("queue").String()}
+		var end ended
+		h, err := w.host(env, &end)
+		if err != nil {
+			return js.Undefined(), err
+		}
+		cc := host.ConsumerConfig{Queue: queue}
 		return js.Undefined(), h.Deliver(context.Background(), cc, batchConsumer{}, ds, w.prog.Queue)
 	})
-}
-
-// deliveries are the messages of a MessageBatch, each with its body as JSON text when it is a
-// JSON value.
-func (w *worker) deliveries(batch js.Value) []platform.Delivery {
-	msgs := batch.Get("messages")
-	ds := make([]platform.Delivery, msgs.Length())
-	for i := range ds {
-		m := msgs.Index(i)
-		d := platform.Delivery{Token: m, Message: platform.Message{
-			ID:        m.Get("id").String(),
-			Attempts:  m.Get("attempts").Int(),
-			Timestamp: int64(m.Get("timestamp").Call("getTime").Float()),
-		}}
-		if text := w.jsonText.Invoke(m); text.Type() == js.TypeString {
-			d.Body, d.ContentType = []byte(text.String()), platform.JSON
-		} else {
-			d.ContentType = platform.V8 // not a JSON value: ReadBatch says so
-		}
-		ds[i] = d
-	}
-	return ds
 }
 
 // batchConsumer settles a MessageBatch: the host's resolution becomes the messages' own calls.
@@ -132,22 +157,36 @@ func (batchConsumer) InProgress(context.Context, []platform.Delivery) error { re
 
 // Settle calls ack() on acked messages and retry() on retried ones. Messages without a call
 // are left to Cloudflare: a normal end acks them once the handler returns, and a failed event's
-// handler throws, which retries them.
-func (batchConsumer) Settle(_ context.Context, s platform.Settlement) (err error) {
-	defer recoverJS(&err)
-	for _, r := range s.Messages {
-		m := r.Token.(js.Value)
+// handler throws, which retries them. A call that fails does not keep the others from being
+// made; the error names every one that failed.
+func (batchConsumer) Settle(_ context.Context, s platform.Settlement) error {
+	var errs []error
+	for i, r := range s.Messages {
+		var err error
 		switch r.Call.Kind {
 		case platform.AckCall:
-			m.Call("ack")
+			err = invoke(r.Token.(js.Value), "ack")
 		case platform.RetryCall:
 			if d := r.Call.DelaySeconds; d > 0 {
-				m.Call("retry", map[string]any{"delaySeconds": d})
+				err = invoke(r.Token.(js.Value), "retry", map[string]any{"delaySeconds": d})
 			} else {
-				m.Call("retry")
+				err = invoke(r.Token.(js.Value), "retry")
 			}
 		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("duilie: messages[%d] (id %q): %w", i, r.ID, err))
+		}
 	}
+	return errors.Join(errs...)
+}
+
+// invoke calls v.method(args…), a method that returns nothing the host waits for.
+func invoke(v js.Value, method string, args ...any) (err error) {
+	defer recoverJS(&err)
+	if typeOf(get(v, method)) != js.TypeFunction {
+		return fmt.Errorf("%s() is not a function of the message", method)
+	}
+	v.Call(method, args...)
 	return nil
 }
 
@@ -163,10 +202,11 @@ type envPlatform struct {
 func (p *envPlatform) Queue(_ context.Context, name string) (platform.Queue, error) {
 	bindings := p.byQueue[name]
 	for _, b := range bindings {
-		if v := p.env.Get(b); v.Type() == js.TypeObject && v.Get("send").Type() == js.TypeFunction {
+		if v := get(p.env, b); isQueueBinding(v) {
 			return envQueue{v}, nil
 		}
 	}
+	// The host resolves only the bindings the env has (worker.deployed): the env changed.
 	return nil, fmt.Errorf("the Worker has no Queue binding %v for queue %s (declare it in wrangler.jsonc's queues.producers)", bindings, name)
 }
 
@@ -233,7 +273,9 @@ func await(ctx context.Context, p js.Value) (js.Value, error) {
 }
 
 // promise runs fn on its own goroutine, so it may wait for other promises, and returns a
-// promise of its result.
+// promise of its result. A failure rejects it with an Error of the failure's message. A panic
+// in fn (the adapter's own code meeting a value it did not expect) fails only this call: the
+// promise rejects with what the panic said, and the program goes on to its next event.
 func promise(fn func() (js.Value, error)) js.Value {
 	var executor js.Func
 	executor = js.FuncOf(func(_ js.Value, args []js.Value) any {
@@ -241,11 +283,15 @@ func promise(fn func() (js.Value, error)) js.Value {
 		go func() {
 			defer executor.Release()
 			v, err := func() (v js.Value, err error) {
-				defer recoverJS(&err)
+				defer func() {
+					if p := recover(); p != nil {
+						err = &boundaryPanic{value: p, stack: debug.Stack()}
+					}
+				}()
 				return fn()
 			}()
 			if err != nil {
-				reject.Invoke(js.Global().Get("Error").New(err.Error()))
+				reject.Invoke(errorValue(err))
 				return
 			}
 			resolve.Invoke(v)
@@ -255,30 +301,65 @@ func promise(fn func() (js.Value, error)) js.Value {
 	return js.Global().Get("Promise").New(executor)
 }
 
+// errorValue is a JavaScript Error of err's message; for a panic, its stack is the Go stack.
+func errorValue(err error) js.Value {
+	e := js.Global().Get("Error").New(err.Error())
+	var pe *host.PanicError
+	var bp *boundaryPanic
+	switch {
+	case errors.As(err, &pe):
+		e.Set("stack", "Error: "+err.Error()+"\n"+string(pe.Stack))
+	case errors.As(err, &bp):
+		e.Set("stack", "Error: "+err.Error()+"\n"+string(bp.stack))
+	}
+	return e
+}
+
+// boundaryPanic is a panic in the adapter's code, where Go meets JavaScript.
+type boundaryPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *boundaryPanic) Error() string {
+	if je, ok := p.value.(js.Error); ok {
+		return "duilie: a JavaScript exception in the Worker's adapter: " + jsError(je.Value).Error()
+	}
+	return fmt.Sprintf("duilie: a panic in the Worker's adapter: %v", p.value)
+}
+
 // platformError is a JavaScript exception or rejection. Its Error is the thrown Error's message
 // or, for anything else thrown, its String().
 type platformError struct{ msg string }
 
 func (e *platformError) Error() string { return e.msg }
 
-func jsError(v js.Value) error {
-	if v.Type() == js.TypeObject {
-		if m := v.Get("message"); m.Type() == js.TypeString {
+// jsError is the error of a thrown value v. It never panics: it runs in recovery and in
+// JavaScript's callbacks, where a panic would end the program.
+func jsError(v js.Value) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = &platformError{"a JavaScript exception that cannot be read"}
+		}
+	}()
+	if isObject(v) {
+		if m := get(v, "message"); typeOf(m) == js.TypeString {
 			return &platformError{m.String()}
 		}
 	}
 	return &platformError{js.Global().Call("String", v).String()}
 }
 
-// recoverJS turns a JavaScript exception thrown into Go (syscall/js panics with a js.Error)
-// into *err; other panics go on.
+// recoverJS turns a panic at a call into JavaScript into *err: a JavaScript exception thrown
+// into Go (syscall/js panics with a js.Error) is its message; anything else (a value of the
+// wrong type) is what the panic said.
 func recoverJS(err *error) {
 	if p := recover(); p != nil {
-		je, ok := p.(js.Error)
-		if !ok {
-			panic(p)
+		if je, ok := p.(js.Error); ok {
+			*err = jsError(je.Value)
+			return
 		}
-		*err = jsError(je.Value)
+		*err = fmt.Errorf("%v", p)
 	}
 }
 

@@ -8,12 +8,13 @@
 //	curl -d '{"kind":"page","url":"/release/y","version":"v8"}' http://127.0.0.1:8788/tasks
 //
 // PAGE_VERSION sets the current version (default v8); tasks of another version are stale.
-// cloudflare/duilie.toml runs the same program on Cloudflare Queues (docs/cloudflare.md).
+// cloudflare/duilie.toml runs the same program on Cloudflare Queues (docs/cloudflare.md), and
+// duilie worker build makes it a Cloudflare Worker (docs/workers.md), whose console gets its
+// lines by level: completions at info, retries at warn.
 package main
 
 import (
 	"log/slog"
-	"os"
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/app"
@@ -21,6 +22,6 @@ import (
 )
 
 func main() {
-	consumer := &pagetask.Consumer{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	consumer := &pagetask.Consumer{Logger: slog.New(app.NewLogHandler(nil))}
 	app.Main(duilie.Program{Queue: consumer.Queue, Fetch: pagetask.Fetch})
 }

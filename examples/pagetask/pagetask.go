@@ -75,7 +75,9 @@ type Consumer struct {
 	Render func(ctx context.Context, t Task, attempts int) error
 	// Backoff is the retry delay in seconds after a failed render; nil means Backoff.
 	Backoff func(attempts int) int
-	// Logger gets one line per task; nil means slog.Default().
+	// Logger gets one line per task, as the reference consumer logs it: INFO for a task
+	// rendered or stale, ERROR for a render that failed, WARN for a message that is no task
+	// (and DEBUG for each outcome); nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -123,7 +125,7 @@ func (c *Consumer) Queue(ev *duilie.Event) error {
 			if rerr := c.render(ev.Context(), m.Body, raw.Attempts); rerr != nil {
 				o = Retried
 				delay := c.backoff(raw.Attempts)
-				log.Warn("render failed: retry", append(attrs, "kind", m.Body.Kind, "url", m.Body.URL, "err", rerr, "delay_s", delay)...)
+				log.Error("render failed: retry", append(attrs, "kind", m.Body.Kind, "url", m.Body.URL, "err", rerr, "delay_s", delay)...)
 				err = duilie.Retry(ev, i, delay)
 			} else {
 				o = Rendered

@@ -5,11 +5,36 @@
 import "./wasm_exec.js";
 import wasm from "./app.wasm";
 
-// The host's settings from duilie.toml: permissions, bindings, the time limit.
+// The host's settings from duilie.toml: permissions, bindings, the time limit, [worker].
 const config = /*CONFIG*/{};
 
 let go; // the running program's Go instance
 let program; // its handlers: {config, jsonText, queue, fetch}
+
+// The program's stdout goes to console.log and its stderr to console.error, one call per line,
+// as a Worker developer expects (wasm_exec.js writes both to console.log). A line still open
+// when an event ends is written then.
+const streams = {
+  1: { method: "log", decoder: new TextDecoder(), text: "" },
+  2: { method: "error", decoder: new TextDecoder(), text: "" },
+};
+const writeSync = globalThis.fs.writeSync;
+globalThis.fs.writeSync = function (fd, buf) {
+  const s = streams[fd];
+  if (!s) return writeSync.call(this, fd, buf);
+  s.text += s.decoder.decode(buf, { stream: true });
+  const lines = s.text.split("\n");
+  s.text = lines.pop();
+  for (const line of lines) console[s.method](line);
+  return buf.length;
+};
+
+function flush() {
+  for (const s of Object.values(streams)) {
+    if (s.text !== "") console[s.method](s.text);
+    s.text = "";
+  }
+}
 
 // The program starts in the first event, not in the Worker's global scope: the Go runtime's
 // scheduler waits on timers as it starts, and timers never fire in the global scope.
@@ -23,7 +48,7 @@ function start(env) {
   go = new Go();
   go.argv = ["worker"];
   go.env = {};
-  for (const [k, v] of Object.entries(env)) if (typeof v === "string") go.env[k] = v;
+  for (const [k, v] of Object.entries(env ?? {})) if (typeof v === "string") go.env[k] = v;
   const handlers = { config, jsonText };
   globalThis.__duilie = handlers;
   try {
@@ -44,12 +69,14 @@ function start(env) {
 // undefined, NaN, a sparse array, a cycle) is undefined, and the program reads it as a body
 // that is not a JSON value.
 function jsonText(message) {
-  let body;
   try {
-    body = message.body;
+    return isJSONValue(message.body) ? JSON.stringify(message.body) : undefined;
   } catch {
-    return undefined;
+    return undefined; // a getter or a proxy that throws, a cycle, nesting deeper than the stack
   }
+}
+
+function isJSONValue(body) {
   const stack = [body];
   const seen = new Set();
   while (stack.length > 0) {
@@ -60,35 +87,41 @@ function jsonText(message) {
         continue;
       case "number":
         if (Number.isFinite(v)) continue;
-        return undefined;
+        return false;
       case "object": {
-        if (v === null || seen.has(v)) continue; // a cycle fails in JSON.stringify below
+        if (v === null || seen.has(v)) continue; // a cycle fails in JSON.stringify
         seen.add(v);
         const proto = Object.getPrototypeOf(v);
         if (Array.isArray(v)) {
-          if (proto !== Array.prototype || Object.keys(v).length !== v.length) return undefined;
+          if (proto !== Array.prototype || Object.keys(v).length !== v.length) return false;
         } else if (proto !== Object.prototype && proto !== null) {
-          return undefined;
+          return false;
         }
         for (const k of Object.keys(v)) stack.push(v[k]);
         continue;
       }
       default:
-        return undefined; // undefined, a bigint, a symbol, a function
+        return false; // undefined, a bigint, a symbol, a function
     }
   }
-  try {
-    return JSON.stringify(body);
-  } catch {
-    return undefined; // a cycle, or nesting deeper than the engine's stack
-  }
+  return true;
 }
 
+// Each handler returns the program's promise: it rejects when the event failed, with the
+// failure's message (an abort's own text).
 export default {
-  fetch(request, env, ctx) {
-    return start(env).fetch(request, env, ctx);
+  async fetch(request, env, ctx) {
+    try {
+      return await start(env).fetch(request, env, ctx);
+    } finally {
+      flush();
+    }
   },
-  queue(batch, env, ctx) {
-    return start(env).queue(batch, env, ctx);
+  async queue(batch, env, ctx) {
+    try {
+      return await start(env).queue(batch, env, ctx);
+    } finally {
+      flush();
+    }
   },
 };

@@ -176,7 +176,7 @@ func TestConformance(t *testing.T) {
 		c := conf{h.with(t)}
 		c.want(c.send("PAGE_QUEUE", 0, `{"fail_until":2,"tag":"row12"}`), 200, "ok")
 		c.waitLog("CONSUMED ", `"attempts":1,`, `"body":{"fail_until":2,"tag":"row12"}`)
-		c.waitLog(`msg="queue event"`, "queue=conf-q", "outcome=failed", "fails until attempt 2")
+		c.waitLog("(debug) queue event ", "queue=conf-q", "outcome=failed", "fails until attempt 2")
 		c.waitLog("CONSUMED ", `"attempts":2,`, `"body":{"fail_until":2,"tag":"row12"}`)
 		// Dispatched, the failed event is workerd's exception outcome.
 		if r := c.queue("consumer", "conf-q", message{ID: "f1", Timestamp: 1, Attempts: 1, Body: map[string]any{"fail_until": 9}}); r.Outcome != "exception" {
@@ -208,20 +208,25 @@ func TestConformance(t *testing.T) {
 			"fetch|exception: 当前事件不是队列事件|exception: 当前事件不是队列事件|exception: 当前事件不是队列事件")
 	})
 
-	t.Run("bindings and permissions abort as on duilie serve", func(t *testing.T) {
+	t.Run("bindings and permissions abort as on duilie serve: the handler throws the abort", func(t *testing.T) {
 		c := conf{h.with(t)}
 		c.reset()
-		c.want(c.send("UNPERMITTED", 0, `1`), 500, "abort: 未授权的QUEUE绑定：UNPERMITTED")
-		c.want(c.send("NOT_CONFIGURED", 0, `1`), 500, "abort: 绑定不存在：NOT_CONFIGURED")
-		c.want(c.sendBatch("UNPERMITTED", `[{"body":1}]`), 500, "abort: 未授权的QUEUE绑定：UNPERMITTED")
+		c.rejected(c.send("UNPERMITTED", 0, `1`), "未授权的QUEUE绑定：UNPERMITTED")
+		c.rejected(c.send("NOT_CONFIGURED", 0, `1`), "绑定不存在：NOT_CONFIGURED")
+		c.rejected(c.sendBatch("UNPERMITTED", `[{"body":1}]`), "未授权的QUEUE绑定：UNPERMITTED")
 		// The body's checks come first; an empty binding is the program's mistake.
 		c.want(c.send("UNPERMITTED", 0, `{`), 400, "消息体不是有效的 JSON 文字")
 		c.want(c.send("", 0, `1`), 400, "队列绑定名不得为空")
-		// Configured in duilie.toml, missing from the Worker's env: the platform fails.
-		c.want(c.send("ABSENT", 0, `1`), 400,
-			"队列发送失败：the Worker has no Queue binding [ABSENT] for queue absent-q (declare it in wrangler.jsonc's queues.producers)")
+		// Configured in duilie.toml, missing from the Worker's env: the env is the deployment.
+		c.rejected(c.send("ABSENT", 0, `1`), "绑定不存在：ABSENT")
 		c.noCalls()
-		c.waitLog(`msg="fetch event"`, "path=/send", "status=500", "outcome=aborted", "err=未授权的QUEUE绑定：UNPERMITTED")
+		c.waitLog("(debug) fetch event ", "path=/send", "status=500", "outcome=aborted", "err=未授权的QUEUE绑定：UNPERMITTED")
+		c.waitLog("(debug) fetch event ", "path=/send", "status=500", "outcome=aborted", "err=绑定不存在：ABSENT")
+		// In a queue event too, whatever the handler returns.
+		if r := c.queue("consumer", "abort", message{ID: "ab1", Timestamp: 1, Attempts: 1, Body: 1}); r.Outcome != "exception" {
+			t.Fatalf("result = %+v", r)
+		}
+		c.waitLog("(debug) queue event ", "queue=abort", "outcome=aborted", "err=未授权的QUEUE绑定：UNPERMITTED")
 	})
 
 	t.Run("bodies that are not JSON values (SPEC §6)", func(t *testing.T) {
@@ -258,13 +263,13 @@ func TestConformance(t *testing.T) {
 		if r.Outcome != "exception" || len(r.ExplicitAcks) != 0 {
 			t.Fatalf("result = %+v", r)
 		}
-		c.waitLog(`msg="queue event"`, "queue=sleep", "outcome=aborted", "err=执行超过时限")
+		c.waitLog("(debug) queue event ", "queue=sleep", "outcome=aborted", "err=执行超过时限")
 	})
 
-	t.Run("a failed fetch event answers 500; a program that exited starts again", func(t *testing.T) {
+	t.Run("a failed fetch event throws: 500; a program that exited starts again", func(t *testing.T) {
 		c := conf{h.with(t)}
-		c.want(c.fetch("producer", "GET", "/panic", ""), 500, "Internal Server Error\n")
-		c.waitLog(`msg="fetch event"`, "path=/panic", "status=500", "outcome=failed", "err=\"panic: on purpose\"")
+		c.rejected(c.fetch("producer", "GET", "/panic", ""), "panic: on purpose")
+		c.waitLog("(debug) fetch event ", "path=/panic", "status=500", "outcome=failed", "err=\"panic: on purpose\"")
 		if r := c.fetch("producer", "GET", "/exit", ""); r.status != 500 {
 			t.Fatalf("GET /exit = %d %q", r.status, r.body)
 		}
@@ -287,6 +292,24 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
+	t.Run("the program's console: stdout at log, stderr at error, log/slog by level", func(t *testing.T) {
+		c := conf{h.with(t)}
+		c.want(c.fetch("producer", "GET", "/log", ""), 200, "logged")
+		for _, l := range []string{"(log) OUT line", "(error) ERR line", "(info) by log", "(info) an info k=1",
+			"(warn) a warning k=2", `(error) an error k=3 err="two words"`, "(debug) own debug event=fetch k=4",
+			"(log) OUT without a newline"} {
+			if got := c.waitLog(l); got != l {
+				t.Errorf("line %q, want %q", got, l)
+			}
+		}
+		c.waitLog("(debug) fetch event ", "path=/log", "status=200", "outcome=ok")
+		for _, l := range c.logs() {
+			if strings.Contains(l, "hidden debug") {
+				t.Errorf("the default logger wrote a debug line: %q", l)
+			}
+		}
+	})
+
 	t.Run("the Worker's string bindings are the program's environment", func(t *testing.T) {
 		c := conf{h.with(t)}
 		c.want(c.fetch("producer", "GET", "/env?name=GREETING", ""), 200, "你好")
@@ -304,6 +327,15 @@ func (c conf) send(binding string, delay int, body string) reply {
 func (c conf) sendBatch(binding, items string) reply {
 	c.t.Helper()
 	return c.fetch("producer", "POST", "/send-batch?binding="+binding, items)
+}
+
+// rejected checks that the fetch handler threw an Error of msg: workerd answers 500 with
+// Miniflare's page of the error, its stack first.
+func (c conf) rejected(got reply, msg string) {
+	c.t.Helper()
+	if got.status != 500 || got.body != "Error: "+msg && !strings.HasPrefix(got.body, "Error: "+msg+"\n") {
+		c.t.Fatalf("got %d %q, want 500 and the Error %q", got.status, got.body, msg)
+	}
 }
 
 func (c conf) want(got reply, status int, body string) {

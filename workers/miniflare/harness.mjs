@@ -3,7 +3,8 @@
 // consumers and their settings), so what runs is what `wrangler deploy` would upload.
 //
 //   node harness.mjs DIR            run one built Worker; its fetch handler listens on
-//                                   http://127.0.0.1:8787 (PORT overrides), Ctrl-C stops it
+//                                   http://127.0.0.1:8787 (PORT overrides), its console
+//                                   calls are printed as "(method) text", Ctrl-C stops it
 //   node harness.mjs --spec FILE    what the tests run: several Workers, a recording Queue
 //                                   binding, and a control server (below)
 //
@@ -28,7 +29,9 @@
 //   POST /fail                    the recorder rejects every call with the request's body as
 //                                 the error message; an empty body stops that
 //   POST /reset                   forgets the calls
-//   GET  /logs                    every line the Workers wrote to stdout and stderr
+//   GET  /logs                    every console call of the Workers, as "(method) text": the
+//                                 program's stdout is (log), its stderr (error), its log/slog
+//                                 lines (debug), (info), (warn) or (error) by level
 // It listens on 127.0.0.1 only. The harness ends when its stdin closes.
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -104,18 +107,11 @@ async function main() {
     workers,
     host: "127.0.0.1",
     port: spec.serve ? Number(process.env.PORT || 8787) : 0,
-    handleRuntimeStdio(stdout, stderr) {
-      for (const s of [stdout, stderr]) {
-        let rest = "";
-        s.on("data", (d) => {
-          const lines = (rest + d.toString()).split("\n");
-          rest = lines.pop();
-          for (const l of lines) {
-            logs.push(l);
-            if (spec.serve) console.log(l);
-          }
-        });
-      }
+    // Each console call of the Workers, with its method: "(info) rendered …".
+    handleStructuredLogs({ level, message }) {
+      const line = `(${level}) ${message}`;
+      logs.push(line);
+      if (spec.serve) console.log(line);
     },
   });
   const url = await mf.ready;

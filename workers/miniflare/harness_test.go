@@ -38,16 +38,7 @@ func packagesDir() string {
 // lock's packages are installed.
 func needMiniflare(t *testing.T) {
 	t.Helper()
-	missing := func(why string) {
-		t.Helper()
-		if os.Getenv("DUILIE_WORKERS_TESTS") == "required" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node is not in PATH: the Workers tests run workerd through Miniflare")
-	}
+	needNode(t)
 	lock, err := os.ReadFile("package-lock.json")
 	if err != nil {
 		t.Fatal(err)
@@ -55,26 +46,45 @@ func needMiniflare(t *testing.T) {
 	sum := sha256.Sum256(lock)
 	stamp, err := os.ReadFile(filepath.Join(packagesDir(), "lock.sha256"))
 	if err != nil || strings.TrimSpace(string(stamp)) != hex.EncodeToString(sum[:]) {
-		missing("Miniflare is not installed for this package-lock.json in " + packagesDir() + ": run workers/miniflare/install.sh")
+		missing(t, "Miniflare is not installed for this package-lock.json in "+packagesDir()+": run workers/miniflare/install.sh")
 	}
+}
+
+// needNode skips the test, or fails it when the tests are required, unless node is in PATH.
+func needNode(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		missing(t, "node is not in PATH: the Workers tests run Workers in node and in workerd through Miniflare")
+	}
+}
+
+func missing(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("DUILIE_WORKERS_TESTS") == "required" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
 }
 
 var (
 	duilieOnce sync.Once
+	duilieDir  string // the duilie binary and the Workers built with it
 	duilieBin  string
 	duilieErr  error
+	built      = map[string]string{} // program → its Worker's directory
 )
 
-// worker builds program as a Worker with the duilie binary, a real process, as a user would.
+// worker builds program as a Worker with the duilie binary, a real process, as a user would,
+// once per test run: the tests that run the same program share its build, and may add files
+// to it but not change those it has.
 func worker(t *testing.T, program string) string {
 	t.Helper()
 	duilieOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "duilie-workers-")
-		if err != nil {
-			duilieErr = err
+		duilieDir, duilieErr = os.MkdirTemp("", "duilie-workers-")
+		if duilieErr != nil {
 			return
 		}
-		duilieBin = filepath.Join(dir, "duilie")
+		duilieBin = filepath.Join(duilieDir, "duilie")
 		if out, err := exec.Command("go", "build", "-o", duilieBin, "github.com/duilie/duilie/cmd/duilie").CombinedOutput(); err != nil {
 			duilieErr = fmt.Errorf("go build cmd/duilie: %v\n%s", err, out)
 		}
@@ -82,20 +92,24 @@ func worker(t *testing.T, program string) string {
 	if duilieErr != nil {
 		t.Fatal(duilieErr)
 	}
-	out := filepath.Join(t.TempDir(), "worker")
+	if out, ok := built[program]; ok {
+		return out
+	}
+	out := filepath.Join(duilieDir, fmt.Sprintf("worker%d", len(built)))
 	cmd := exec.Command(duilieBin, "worker", "build", "--out", out, program)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("duilie worker build %s: %v\n%s", program, err, b)
 	} else if len(b) != 0 {
 		t.Fatalf("duilie worker build printed on success:\n%s", b)
 	}
+	built[program] = out
 	return out
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if duilieBin != "" {
-		os.RemoveAll(filepath.Dir(duilieBin))
+	if duilieDir != "" {
+		os.RemoveAll(duilieDir)
 	}
 	os.Exit(code)
 }

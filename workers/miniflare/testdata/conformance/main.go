@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"time"
+	"sync/atomic"
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/app"
@@ -31,6 +33,10 @@ func main() {
 	app.Main(p)
 }
 
+// calls counts the calls of GET /count, which tell a program that kept running from one that
+// started again.
+var calls atomic.Int64
+
 // fetch answers:
 //
 //	POST /send?binding=B&delay=N        Send(B, body, N)
@@ -40,6 +46,12 @@ func main() {
 //	PUT  /request?q=…                   201, the request as the handler saw it, and X-Echo: a, b
 //	GET  /panic                         panics: the event fails
 //	GET  /exit                          ends the program (os.Exit)
+//	GET  /sleep                         waits past the time limit
+//	GET  /log                           a line on stdout and on stderr, one by log, and one by
+//	                                    slog at each level, through the default logger and
+//	                                    through a logger of its own at DEBUG; then stdout
+//	                                    without a newline
+//	GET  /count                         how many times it was called since the program started
 //
 // with 200 "ok", 400 and an exception's message, or 500 "abort: " and an abort's message (the
 // event then fails).
@@ -74,6 +86,25 @@ func fetch(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 		panic("on purpose")
 	case "/exit":
 		os.Exit(3)
+	case "/sleep":
+		<-ev.Context().Done()
+		return nil // aborted all the same
+	case "/log":
+		fmt.Println("OUT line")
+		fmt.Fprintln(os.Stderr, "ERR line")
+		log.Print("by log")
+		slog.Debug("hidden debug", "k", 0)
+		slog.Info("an info", "k", 1)
+		slog.Warn("a warning", "k", 2)
+		slog.Error("an error", "k", 3, "err", errors.New("two words"))
+		own := slog.New(app.NewLogHandler(&slog.HandlerOptions{Level: slog.LevelDebug}))
+		own.With("event", ev.Kind()).Debug("own debug", "k", 4)
+		fmt.Print("OUT without a newline")
+		fmt.Fprint(w, "logged")
+		return nil
+	case "/count":
+		fmt.Fprint(w, calls.Add(1))
+		return nil
 	}
 	http.NotFound(w, r)
 	return nil
@@ -119,7 +150,8 @@ func kind(err error) string {
 //	settle     acks 0, retries 1 after 30 s, leaves 2
 //	retry0     retries 0 with delay 0
 //	bad-index  Ack(count), Ack(-1), Retry(0, -1), Retry(0, 43201); prints what each returned
-//	sleep      sleeps past the time limit
+//	sleep      waits past the time limit, then acks 0 (which the abort refuses)
+//	abort      sends to UNPERMITTED, and returns nil: the event is aborted all the same
 //	conf-q     prints CONSUMED, the event's kind and the batch's text; acks each message whose body has
 //	           "ack": true, and fails at the first whose body has fail_until > its attempts
 //
@@ -155,8 +187,10 @@ func queue(ev *duilie.Event) error {
 			kind(duilie.Ack(ev, n)), kind(duilie.Ack(ev, -1)), kind(duilie.Retry(ev, 0, -1)), kind(duilie.Retry(ev, 0, 43201)),
 		}, "|"))
 	case "sleep":
-		time.Sleep(5 * time.Second)
-		fmt.Printf("WOKE %s %s\n", b.Messages[0].ID, kind(duilie.Ack(ev, 0)))
+		<-ev.Context().Done()
+		return duilie.Ack(ev, 0)
+	case "abort":
+		_ = duilie.Send(ev, "UNPERMITTED", "1", 0)
 	case "conf-q":
 		fmt.Printf("CONSUMED %s %s\n", ev.Kind(), text)
 		for i, m := range b.Messages {
