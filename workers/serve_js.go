@@ -77,10 +77,9 @@ type worker struct {
 	eventLog host.Observer       // the host's line per event, with [worker] log_events
 }
 
-// ended is how an event ended, as its host reported it.
+// ended is how an event ended, as its host reported it: its failure, nil for a normal end.
 type ended struct {
-	outcome host.Outcome
-	err     error
+	err error
 }
 
 // host makes the host of one event, on the Worker's env. The event's report lands in end.
@@ -95,7 +94,7 @@ func (w *worker) host(env js.Value, end *ended) (*host.Host, error) {
 		TimeLimit:   time.Duration(w.cfg.TimeLimitMS) * time.Millisecond,
 		Observer: func(r host.Report) {
 			if er, ok := r.(*host.EventReport); ok {
-				end.outcome, end.err = er.Outcome, er.Err
+				end.err = er.Err
 			}
 			if w.eventLog != nil {
 				w.eventLog(r)
