@@ -37,6 +37,12 @@
 // duilie.toml. The command line (Run) exists only in native builds. docs/workers.md has the
 // details and what a handler may not do inside a Worker.
 //
+// # Logging on both
+//
+// A logger made with NewLogHandler writes text lines to stderr natively, beside duilie
+// serve's own, and to the Worker's console by level in a Worker (console.info for INFO,
+// console.error for ERROR, …), as log/slog's default logger does there.
+//
 // A Go handler runs on the host's goroutines, so unlike a program per event it could keep
 // state between events; the interface assumes it does not (a fresh instance per event), and
 // handlers that keep none can move between the two ways of running unchanged. A handler still

@@ -18,15 +18,29 @@
 //     the MessageBatch (queue, and each message's id, attempts, timestamp in ms and body); a
 //     body that is not a JSON value (a foreign producer's bytes, or a structured clone holding a
 //     Date, a Map, undefined, NaN…) is 队列消息正文不是 JSON 值：序号 i. When the event ends, an
-//     Ack becomes the message's ack(), a Retry its retry({delaySeconds}) (retry() for 0), and a
-//     failed event makes the handler throw, so Cloudflare retries the batch's other messages and
-//     applies the consumer's max_retries and dead-letter queue.
+//     Ack becomes the message's ack(), a Retry its retry({delaySeconds}) (retry() for 0).
+//     The batch is read defensively, as a mock's or another host's may differ from Cloudflare's:
+//     a timestamp is a Date or a number of ms (else 0); an id that is a number or a boolean is
+//     its String() (another non-string is ""); attempts that are no number are 1; a property
+//     that throws is missing; a batch that is not one (no array of at most 100 messages) fails
+//     its event saying why.
 //   - The fetch(request, env, ctx) handler is one fetch event: the program's fetch handler gets
 //     the request as an *http.Request and its response becomes the Worker's Response.
+//   - A failed event (an abort, the time limit, an error, a panic) makes the handler reject
+//     with an Error of its failure's message, an abort's own text (未授权的QUEUE绑定：B…), as a
+//     JavaScript handler that throws: Cloudflare records the exception, answers a fetch 500,
+//     and retries a batch's messages without a call, with the consumer's max_retries and
+//     dead-letter queue. A panic in the adapter itself fails only its event.
 //   - Permissions ({"QUEUE":[…]}) and the bindings' queues come from duilie.toml, and the checks,
 //     messages and aborts are the host's own, as under duilie serve: a binding not permitted
-//     aborts with 未授权的QUEUE绑定：B, one not configured with 绑定不存在：B. A binding that
-//     duilie.toml configures but the Worker's env lacks is the platform failing: 队列发送失败：….
+//     aborts with 未授权的QUEUE绑定：B, one not configured with 绑定不存在：B. The Worker's env is
+//     the deployment: a binding that duilie.toml configures but the env lacks is not
+//     configured either, 绑定不存在：B.
+//   - The program's stdout is console.log and its stderr console.error, a call per line. The
+//     log/slog default logger writes console.debug, info, warn or error by level, the message
+//     and its attributes without a time or a level (NewConsoleHandler, for a logger of one's
+//     own). The host writes nothing of its own unless duilie.toml's [worker] log_events is
+//     true: then its line per event goes to console.debug.
 //
 // # What a program may not do in a Worker
 //
