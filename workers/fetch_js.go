@@ -24,8 +24,8 @@ func (w *worker) fetch(_ js.Value, args []js.Value) any {
 			return response(http.StatusNotFound, http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
 				[]byte("this program has no fetch handler (Program.Fetch)\n")), nil
 		}
-		var end ended
-		h, err := w.host(env, &end)
+		var failure error
+		h, err := w.host(env, &failure)
 		if err != nil {
 			return js.Undefined(), err
 		}
@@ -35,8 +35,8 @@ func (w *worker) fetch(_ js.Value, args []js.Value) any {
 		}
 		rec := &recorder{header: http.Header{}}
 		h.Fetch(w.prog.Fetch).ServeHTTP(rec, r)
-		if end.err != nil {
-			return js.Undefined(), end.err
+		if failure != nil {
+			return js.Undefined(), failure
 		}
 		return response(rec.status, rec.header, rec.body.Bytes()), nil
 	})

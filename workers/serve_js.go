@@ -77,13 +77,9 @@ type worker struct {
 	eventLog host.Observer       // the host's line per event, with [worker] log_events
 }
 
-// ended is how an event ended, as its host reported it: its failure, nil for a normal end.
-type ended struct {
-	err error
-}
-
-// host makes the host of one event, on the Worker's env. The event's report lands in end.
-func (w *worker) host(env js.Value, end *ended) (*host.Host, error) {
+// host makes the host of one event, on the Worker's env. When failure is not nil, the event's
+// failure lands in it as the host reports the event (nil for a normal end).
+func (w *worker) host(env js.Value, failure *error) (*host.Host, error) {
 	if w.cfgErr != nil {
 		return nil, w.cfgErr
 	}
@@ -93,8 +89,8 @@ func (w *worker) host(env js.Value, end *ended) (*host.Host, error) {
 		Bindings:    w.deployed(env),
 		TimeLimit:   time.Duration(w.cfg.TimeLimitMS) * time.Millisecond,
 		Observer: func(r host.Report) {
-			if er, ok := r.(*host.EventReport); ok {
-				end.err = er.Err
+			if er, ok := r.(*host.EventReport); ok && failure != nil {
+				*failure = er.Err
 			}
 			if w.eventLog != nil {
 				w.eventLog(r)
@@ -135,8 +131,7 @@ func (w *worker) queue(_ js.Value, args []js.Value) any {
 		if err != nil {
 			return js.Undefined(), err
 		}
-		var end ended
-		h, err := w.host(env, &end)
+		h, err := w.host(env, nil) // Deliver returns the failure
 		if err != nil {
 			return js.Undefined(), err
 		}

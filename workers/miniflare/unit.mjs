@@ -334,6 +334,9 @@ test("malformed batches fail their event with a clear error, and the program run
       'duilie: messages[0] (id "s1"): ack() is not a function of the message\nduilie: messages[1] (id "s2"): retry() is not a function of the message');
     await rejectsWith(worker.queue(throwingAck.batch, env, ctx), 'duilie: messages[0] (id "s1"): already acked');
     await rejectsWith(worker.fetch(undefined, env, ctx), "duilie: the fetch handler's first argument is undefined, not a Request");
+    // A request without headers: the adapter's own code throws, and only this event fails.
+    await assert.rejects(worker.fetch({ method: "GET", url: "http://worker/count" }, env, ctx),
+      { name: "Error", message: /^duilie: a JavaScript exception in the Worker's adapter: .*iterable/ });
   });
   assert.deepEqual(throwingAck.calls, [["s2", "retry", { delaySeconds: 30 }]]);
   assert.deepEqual(lines, [
