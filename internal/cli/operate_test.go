@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,5 +271,49 @@ func TestQueuesTable(t *testing.T) {
 		"page-render      0        0          0     0  no      page-dlq\n"
 	if got := queueTable(rows); got != want {
 		t.Errorf("queues:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Three replays of one dead-letter queue at once, through a running serve: each exits 0, and
+// every message is moved once between them (none twice, none left behind).
+func TestConcurrentReplays(t *testing.T) {
+	t.Parallel()
+	cfg := operateConfig(t)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), `QUEUE = ["JOBS", "UNSET"]`, `QUEUE = ["JOBS", "UNSET", "DEAD"]`, 1) +
+		"\n[[queues.producers]]\nbinding = \"DEAD\"\nqueue = \"jobs-dead\"\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, cfg)
+	defer s.stop()
+	var items []string
+	for i := range 100 {
+		items = append(items, fmt.Sprintf(`{"body":{"n":%d}}`, i))
+	}
+	batch := "[" + strings.Join(items, ",") + "]"
+	mustRun(t, cfg, "", "pause", "jobs") // nothing consumes what is replayed
+	for range 6 {
+		if r := runDuilie(t, batch, nil, "send-batch", "--binding", "DEAD", "--config", cfg); r.code != 0 {
+			t.Fatalf("send-batch: %+v", r)
+		}
+	}
+	var wg sync.WaitGroup
+	results := make([]result, 3)
+	for i := range results {
+		wg.Go(func() { results[i] = runDuilie(t, "", nil, "replay", "jobs-dead", "--config", cfg) })
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 {
+			t.Errorf("replay %d: exit %d, stderr %q", i, r.code, r.stderr)
+		}
+	}
+	qs := queuesJSON(t, cfg)
+	if qs["jobs-dead"].Ready != 0 || qs["jobs"].Ready != 600 {
+		t.Errorf("after three replays at once: %+v", qs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -380,8 +381,11 @@ func (p *Platform) deleteSeq(ctx context.Context, queue string, seq uint64) erro
 		return p.queueErr(queue, err)
 	}
 	if err := st.DeleteMsg(ctx, seq); err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return err
+		// A message deleted meanwhile (by a concurrent move, say) is refused with the API's
+		// "no message found", which nats.go passes on as text only.
+		if errors.Is(err, jetstream.ErrMsgNotFound) ||
+			errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) && strings.Contains(err.Error(), "no message found") {
+			return jetstream.ErrMsgNotFound
 		}
 		return fmt.Errorf("jetstream: delete message %d of queue %s: %w", seq, queue, err)
 	}
@@ -485,8 +489,11 @@ func (p *Platform) moveBatch(ctx context.Context, from string, dst *queue, ms []
 		if f == nil {
 			continue
 		}
+		var duplicate bool
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			// A copy another move of the same message stored first: that move counts it.
+			duplicate = ack.Duplicate
 		case err := <-f.Err():
 			errs = append(errs, fmt.Errorf("jetstream: move message %d of queue %s: %w", ms[i].seq, from, err))
 			continue
@@ -497,7 +504,9 @@ func (p *Platform) moveBatch(ctx context.Context, from string, dst *queue, ms []
 			errs = append(errs, err)
 			continue
 		}
-		moved++
+		if !duplicate {
+			moved++
+		}
 	}
 	return moved, errors.Join(errs...)
 }
