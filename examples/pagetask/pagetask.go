@@ -112,10 +112,11 @@ func (c *Consumer) Queue(ev *duilie.Event) error {
 		m := &duilie.Message[Task]{ID: raw.ID, Attempts: raw.Attempts, Timestamp: time.UnixMilli(raw.Timestamp)}
 		attrs := []any{"event", ev.ID(), "queue", batch.Queue, "id", raw.ID, "attempts", raw.Attempts}
 		var o Outcome
-		switch err := decode(raw.Body, &m.Body); {
-		case err != nil:
+		var err error // of the ack or retry
+		switch derr := decode(raw.Body, &m.Body); {
+		case derr != nil:
 			o = Malformed
-			log.Warn("not a page task: acked and dropped", append(attrs, "err", err)...)
+			log.Warn("not a page task: acked and dropped", append(attrs, "err", derr)...)
 			err = duilie.Ack(ev, i)
 		case m.Body.Version != version:
 			o = Stale

@@ -52,23 +52,22 @@ type Options struct {
 
 // Measurement is what one run measured.
 type Measurement struct {
-	Name           string          `json:"name"`
-	Messages       int             `json:"messages"`
-	SendSeconds    float64         `json:"send_seconds"`
-	SendRate       float64         `json:"send_msgs_per_s"`
-	EndToEndSecs   float64         `json:"end_to_end_seconds"`
-	EndToEndRate   float64         `json:"end_to_end_msgs_per_s"`
-	ConsumeRate    float64         `json:"consume_msgs_per_s"`        // from the consumer's start to the last settlement
-	SendLatency    *Latency        `json:"send_call_latency_ms"`      // per Send or SendBatch call
-	Latency        *Latency        `json:"enqueue_to_handler_ms"`     // immediate messages
-	Lateness       *Latency        `json:"delayed_due_to_handler_ms"` // delayed messages
-	CPUPerMessage  float64         `json:"cpu_us_per_msg"`            // user + system
-	PeakRSS        int64           `json:"peak_rss_bytes"`            // the process's, so far
-	Ratio          map[string]any  `json:"share_of_raw,omitempty"`    // duilie's rates over each raw run's
-	Redelivered    int             `json:"redelivered,omitempty"`     // deliveries beyond the first
-	SendCalls      int             `json:"send_calls"`                // Send or SendBatch calls
-	Note           string          `json:"note,omitempty"`            // how the run differs
-	lat, late, snd []time.Duration // what the percentiles are of
+	Name          string         `json:"name"`
+	Messages      int            `json:"messages"`
+	SendSeconds   float64        `json:"send_seconds"`
+	SendRate      float64        `json:"send_msgs_per_s"`
+	EndToEndSecs  float64        `json:"end_to_end_seconds"`
+	EndToEndRate  float64        `json:"end_to_end_msgs_per_s"`
+	ConsumeRate   float64        `json:"consume_msgs_per_s"`        // from the consumer's start to the last settlement
+	SendLatency   *Latency       `json:"send_call_latency_ms"`      // per Send or SendBatch call
+	Latency       *Latency       `json:"enqueue_to_handler_ms"`     // immediate messages
+	Lateness      *Latency       `json:"delayed_due_to_handler_ms"` // delayed messages
+	CPUPerMessage float64        `json:"cpu_us_per_msg"`            // user + system
+	PeakRSS       int64          `json:"peak_rss_bytes"`            // the process's, so far
+	Ratio         map[string]any `json:"share_of_raw,omitempty"`    // duilie's rates over each raw run's
+	Redelivered   int            `json:"redelivered,omitempty"`     // deliveries beyond the first
+	SendCalls     int            `json:"send_calls"`                // Send or SendBatch calls
+	Note          string         `json:"note,omitempty"`            // how the run differs
 }
 
 // Latency is a set of latency percentiles, in milliseconds.

@@ -41,7 +41,7 @@ type ConsumerConfig struct {
 // The zero settings that are not defaults (any negative value means the same).
 const (
 	NoBatchTimeout time.Duration = -1 // MaxBatchTimeout: deliver a batch as soon as it has a message
-	NoRetries                    = -1 // MaxRetries: never deliver a failed message again
+	NoRetries      int           = -1 // MaxRetries: never deliver a failed message again
 )
 
 // DefaultConsumerConfig returns the consumer settings of SPEC §11 for queue, each written out:

@@ -215,7 +215,7 @@ func (q *queue) fanOut(ctx context.Context, id string, env batchEnvelope, at uin
 	var last error
 	if firstBy.IsZero() {
 		var err error
-		if left, last, err = q.publishItems(ctx, id, env, all, false); err != nil {
+		if left, _, err = q.publishItems(ctx, id, env, all, false); err != nil {
 			return err
 		}
 		if len(left) == 0 {

@@ -352,7 +352,7 @@ func crashRound(t *testing.T) {
 	}
 	end := time.Now().Add(wait)
 	giveUp := time.Now().Add(wait + 2*time.Minute)
-	gotLater := map[string][]string{}
+	var gotLater map[string][]string
 	seen, quietFrom := 0, time.Now()
 	for {
 		gotLater = map[string][]string{}
