@@ -1,46 +1,38 @@
 package duilie_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"time"
+	"net/http"
+	"net/http/httptest"
 
 	"github.com/duilie/duilie"
-	"github.com/duilie/duilie/internal/host"
-	"github.com/duilie/duilie/platform/memory"
-	"github.com/duilie/duilie/server"
+	"github.com/duilie/duilie/duilietest"
 )
 
-// A producer sends from any event: here a fetch event (an HTTP request, say). Bindings the host
+// A producer sends from any event: here a fetch event, an HTTP request. Bindings the host
 // permits and configures name queues; a failed check is an exception the program can handle.
 func ExampleSend() {
-	p := memory.New(memory.Options{Record: true})
-	h, _ := host.New(host.Config{
-		Platform:    p,
-		Permissions: server.Permissions{Queue: []string{"PAGE_QUEUE"}},
-		Bindings:    map[string]string{"PAGE_QUEUE": "page-render"},
-	})
-	_ = h.Do(context.Background(), func(ev *duilie.Event) error {
+	handler := func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 		if err := duilie.Send(ev, "PAGE_QUEUE", `{"kind":"page", "url":"/release/x", "n":1E2}`, 0); err != nil {
 			return err
 		}
 		err := duilie.Send(ev, "PAGE_QUEUE", `{"kind":`, 0)
 		var ex *duilie.Exception
 		if errors.As(err, &ex) {
-			fmt.Println("caught:", ex.Message)
+			fmt.Println("caught:", ex.Message, errors.Is(err, duilie.ErrBodyNotJSON))
 		}
 		return duilie.SendValue(ev, "PAGE_QUEUE", map[string]string{"kind": "release"}, 30)
-	})
-	for _, c := range p.Calls() {
-		fmt.Println(c)
+	}
+	_, res := duilietest.RunFetch(handler, duilietest.Config{Bindings: map[string]string{"PAGE_QUEUE": "page-render"}},
+		httptest.NewRequest("POST", "/", nil))
+	for _, s := range res.Sends {
+		fmt.Println(s.Queue, s.Body, s.DelaySeconds)
 	}
 	// Output:
-	// caught: 消息体不是有效的 JSON 文字
-	// send({"kind":"page","url":"/release/x","n":100}, {"contentType":"json"})
-	// send({"kind":"release"}, {"contentType":"json","delaySeconds":30})
+	// caught: 消息体不是有效的 JSON 文字 true
+	// page-render {"kind":"page","url":"/release/x","n":100} 0
+	// page-render {"kind":"release"} 30
 }
 
 // A consumer reads its batch in a queue event and acks or retries each message. A message with
@@ -50,23 +42,7 @@ func ExampleReadBatchOf() {
 		Kind string `json:"kind"`
 		URL  string `json:"url"`
 	}
-	p := memory.New(memory.Options{})
-	h, _ := host.New(host.Config{
-		Platform:    p,
-		Permissions: server.Permissions{Queue: []string{"PAGE_QUEUE"}},
-		Bindings:    map[string]string{"PAGE_QUEUE": "page-render"},
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	_ = h.Do(context.Background(), func(ev *duilie.Event) error {
-		return duilie.SendBatch(ev, "PAGE_QUEUE", `[{"body":{"kind":"page","url":"/a"}},{"body":{"kind":"page","url":"/b"}}]`)
-	})
-
-	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
-	defer stop()
-	cc := server.DefaultConsumerConfig("page-render")
-	cc.MaxBatchSize = 2
-	_ = h.Consume(ctx, cc, func(ev *duilie.Event) error {
-		defer stop() // one batch is enough for the example
+	handler := func(ev *duilie.Event) error {
 		b, err := duilie.ReadBatchOf[task](ev)
 		if err != nil {
 			return err
@@ -84,23 +60,24 @@ func ExampleReadBatchOf() {
 			}
 		}
 		return nil
-	})
-	s, _ := p.Stats(context.Background())
-	fmt.Printf("%s: %d ready, %d delayed\n", s[0].Queue, s[0].Ready, s[0].Delayed)
+	}
+	res := duilietest.RunQueue(handler, duilietest.Config{},
+		duilietest.Message{Body: `{"kind":"page","url":"/a"}`}, duilietest.Message{Body: `{"kind":"page","url":"/b"}`})
+	fmt.Println("acks", res.Acks, "retries", res.Retries)
 	// Output:
-	// page-render /a attempt 1
-	// page-render /b attempt 1
-	// page-render: 0 ready, 1 delayed
+	// queue /a attempt 1
+	// queue /b attempt 1
+	// acks [0] retries [{1 30}]
 }
 
-// ReadBatch gives the batch as the JSON text every host returns.
+// ReadBatch gives the batch as the JSON text every host returns; outside a queue event it is
+// the exception 当前事件不是队列事件.
 func ExampleReadBatch() {
-	h, _ := host.New(host.Config{Platform: memory.New(memory.Options{})})
-	_ = h.Do(context.Background(), func(ev *duilie.Event) error {
+	_, _ = duilietest.RunFetch(func(ev *duilie.Event, w http.ResponseWriter, r *http.Request) error {
 		_, err := duilie.ReadBatch(ev)
-		fmt.Println(err)
+		fmt.Println(err, errors.Is(err, duilie.ErrNotQueueEvent))
 		return nil
-	})
+	}, duilietest.Config{}, httptest.NewRequest("GET", "/", nil))
 	// Output:
-	// 当前事件不是队列事件
+	// 当前事件不是队列事件 true
 }

@@ -41,7 +41,7 @@ func Example() {
 	}
 	defer srv.Shutdown(context.Background())
 
-	err = srv.Do(context.Background(), func(ev *duilie.Event) error {
+	err = srv.Client().Do(context.Background(), func(ev *duilie.Event) error {
 		return duilie.Send(ev, "TASKS", `{"URL":"/release/x"}`, 0)
 	})
 	fmt.Println("sent:", err)
@@ -106,7 +106,7 @@ func Example_observers() {
 		panic(err)
 	}
 	defer srv.Shutdown(context.Background())
-	_ = srv.Do(context.Background(), func(ev *duilie.Event) error {
+	_ = srv.Client().Do(context.Background(), func(ev *duilie.Event) error {
 		return duilie.Send(ev, "TASKS", `{ "url": "/x" }`, 0)
 	})
 	select {

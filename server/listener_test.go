@@ -160,7 +160,7 @@ func TestFetchFlood(t *testing.T) {
 	}
 	// Queue events run meanwhile.
 	for i := range 20 {
-		if err := srv.Do(context.Background(), func(ev *duilie.Event) error {
+		if err := srv.Client().Do(context.Background(), func(ev *duilie.Event) error {
 			return duilie.Send(ev, "TASKS", strconv.Itoa(i), 0)
 		}); err != nil {
 			t.Fatal(err)

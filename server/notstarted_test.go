@@ -36,7 +36,7 @@ func TestProgramCannotStart(t *testing.T) {
 	if err := os.Chmod(prog, 0o644); err != nil { // no longer executable: exec fails
 		t.Fatal(err)
 	}
-	if err := srv.Do(context.Background(), func(ev *duilie.Event) error { return duilie.Send(ev, "TASKS", `"m"`, 0) }); err != nil {
+	if err := srv.Client().Do(context.Background(), func(ev *duilie.Event) error { return duilie.Send(ev, "TASKS", `"m"`, 0) }); err != nil {
 		t.Fatal(err)
 	}
 	// More failed starts than max_retries + 1 would allow, had each counted as an attempt.
@@ -92,7 +92,7 @@ func TestMaxOutputBytes(t *testing.T) {
 		cfg.Command = []string{"sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x >&2"}
 		cfg.MaxOutputBytes = 1000
 	})
-	if err := srv.Do(context.Background(), func(ev *duilie.Event) error { return duilie.Send(ev, "TASKS", `"m"`, 0) }); err != nil {
+	if err := srv.Client().Do(context.Background(), func(ev *duilie.Event) error { return duilie.Send(ev, "TASKS", `"m"`, 0) }); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 30*time.Second, "the over-limit line", func() bool {

@@ -4,37 +4,49 @@
 // is this package with flags; a Go service embeds the same thing:
 //
 //	srv, err := server.New(server.Config{
-//		Permissions: Permissions{Queue: []string{"TASKS"}},
-//		Bindings:    map[string]string{"TASKS": "tasks"},
-//		Consumers:   []ConsumerConfig{DefaultConsumerConfig("tasks")},
-//		Program:     &duilie.Program{Queue: handleTasks},
+//		Bindings:  map[string]string{"TASKS": "tasks"},
+//		Consumers: []server.ConsumerConfig{{Queue: "tasks"}},
+//		Program:   &duilie.Program{Queue: handleTasks},
 //	})
-//	…
-//	err = srv.Start(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	if err := srv.Start(ctx); err != nil {
+//		return err
+//	}
 //	defer srv.Shutdown(context.Background())
 //
 // Inside the service, srv.Handler wraps an HTTP handler so that every request is a fetch
-// event that may send, and srv.Do runs any function as one.
+// event that may send, and srv.Client() sends from any code and carries the operator's
+// operations.
+//
+// # The client
+//
+// A Client is the one door to the configured platform for everything that is not a program's
+// event: sends outside events, and queues, peek, replay, purge, delete, pause and resume.
+// Open makes one that does not serve (duilie's commands use it); Server.Client is the running
+// server's. The dashboard and Cloudflare's API are surfaces over a server's client, attached
+// with Server.Attach.
 //
 // # Configuration
 //
 // Config can be built in Go or read from a duilie.toml with LoadConfig (SPEC §13). Every
-// setting's range and default lives with its owner: the host's consumer settings
-// (ConsumerConfig) and time limit, each platform driver's own keys (platform.Config),
-// and this package's [app] keys. A mistake is a *ConfigError naming the setting by its key.
+// setting's range and default lives with its owner: the consumer settings (ConsumerConfig,
+// PullConsumer) and time limit, each platform driver's own keys (its platform.Opener), and
+// this package's [app] keys. A mistake is a *ConfigError naming the setting: by its key for a
+// file, by its Go field for a configuration made in Go.
 //
 // # Platforms
 //
 // Config.Platform names a platform: a *jetstream.Config (the default: the embedded engine in
 // .duilie, or a NATS cluster), a *cloudflare.Config (Cloudflare Queues over its REST API), a
 // *memory.Config (in the process; for tries and tests), or a driver registered with
-// platform.Register. In duilie.toml it is the kind key of the platform
-// table.
+// platform.Register. In duilie.toml it is the kind key of the platform table.
 //
 // # Observing
 //
-// Every event, send and settlement is reported to each of Config.Observers (see Report):
-// the server's own log lines come from the same reports.
+// Every event, send, settlement and operation is reported to each of Config.Observers (see
+// Report): the server's own log lines come from the same reports.
 package server
 
 import (
@@ -184,7 +196,7 @@ type Server struct {
 
 	client *Client // from New on; its platform from Start
 
-	// live is the host and its program's kill once started: Halt, Do and Handler read it
+	// live is the host and its program's kill once started: Halt and Handler read it
 	// without mu, which Shutdown holds for the whole grace period.
 	live atomic.Pointer[live]
 }
@@ -633,17 +645,6 @@ func (s *Server) host() *host.Host {
 		return l.h
 	}
 	return nil
-}
-
-// Do runs fn as one fetch-kind event, with the server's permissions, bindings and time limit,
-// and returns its failure, as an HTTP request to the fetch listener would run: it is how a Go
-// service sends from code that is not an HTTP handler.
-func (s *Server) Do(ctx context.Context, fn duilie.Handler) error {
-	h := s.host()
-	if h == nil {
-		return ErrNotStarted
-	}
-	return h.Do(ctx, fn)
 }
 
 // Handler returns an http.Handler that runs fn as one fetch event per request, as the fetch

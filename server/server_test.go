@@ -171,7 +171,7 @@ func TestDoAndHandler(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 
-	if err := srv.Do(context.Background(), send); !errors.Is(err, server.ErrNotStarted) {
+	if err := srv.Client().Do(context.Background(), send); !errors.Is(err, server.ErrNotStarted) {
 		t.Errorf("Do before Start: %v", err)
 	}
 	if code, body := post(`2`); code != http.StatusServiceUnavailable || body != "duilie is not started\n" {
@@ -181,7 +181,7 @@ func TestDoAndHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(context.Background())
-	if err := srv.Do(context.Background(), send); err != nil {
+	if err := srv.Client().Do(context.Background(), send); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := post(`2`); code != http.StatusAccepted {
@@ -193,7 +193,7 @@ func TestDoAndHandler(t *testing.T) {
 		t.Errorf("Handler, a body that is not JSON: %d, want 500", code)
 	}
 	var ab *duilie.Abort
-	if err := srv.Do(context.Background(), func(ev *duilie.Event) error { return duilie.Send(ev, "NOPE", `1`, 0) }); !errors.As(err, &ab) {
+	if err := srv.Client().Do(context.Background(), func(ev *duilie.Event) error { return duilie.Send(ev, "NOPE", `1`, 0) }); !errors.As(err, &ab) {
 		t.Errorf("an unpermitted binding: %v", err)
 	}
 	stats, err := srv.Client().Queues(context.Background())

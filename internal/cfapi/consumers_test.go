@@ -167,7 +167,7 @@ func TestProgramProducerRESTConsumer(t *testing.T) {
 				return pc
 			}()}},
 	})
-	err := e.srv.Do(e.ctx, func(ev *duilie.Event) error {
+	err := e.srv.Client().Do(e.ctx, func(ev *duilie.Event) error {
 		for _, m := range exchanged {
 			if err := duilie.Send(ev, "OUT", m.rest, 0); err != nil {
 				return err

@@ -350,7 +350,7 @@ func (d *demoState) send(ctx context.Context, srv *server.Server, quick bool) er
 		if err != nil {
 			return err
 		}
-		if err := srv.Do(ctx, func(ev *duilie.Event) error {
+		if err := srv.Client().Do(ctx, func(ev *duilie.Event) error {
 			return duilie.SendBatch(ev, demoBinding, string(text))
 		}); err != nil {
 			return err
