@@ -17,29 +17,31 @@ import (
 )
 
 // QueueInfo is one queue as an operator sees it: the platform's counts, and what the
-// configuration (and, on a running server, Cloudflare's API) says of it.
+// configuration (and, on a running server, the consumers started at run time) says of it. Its
+// JSON is the counts, as duilie queues --json and the dashboard show them:
+// {"queue","ready","delayed","in_flight","paused","lost","damage"?,"backlog"?}.
 type QueueInfo struct {
-	Queue    string
-	Ready    int64 // deliverable now
-	Delayed  int64 // waiting for a send or retry delay
-	InFlight int64 // delivered, its event not yet settled
-	Paused   bool  // delivery paused
+	Queue    string `json:"queue"`
+	Ready    int64  `json:"ready"`     // deliverable now
+	Delayed  int64  `json:"delayed"`   // waiting for a send or retry delay
+	InFlight int64  `json:"in_flight"` // delivered, its event not yet settled
+	Paused   bool   `json:"paused"`    // delivery paused
 	// Lost is how many of its messages damaged storage lost, as far as the platform can tell;
 	// Damage says what happened, or why the queue cannot be read at all.
-	Lost   int64
-	Damage string
+	Lost   int64  `json:"lost"`
+	Damage string `json:"damage,omitempty"`
 	// Backlog is set instead of the counts by a platform that counts only its unacknowledged
 	// messages, in every state together (Cloudflare).
-	Backlog *int64
+	Backlog *int64 `json:"backlog,omitempty"`
 	// DeadLetterQueue is the dead-letter queue of the queue's consumer, "" for none.
-	DeadLetterQueue string
+	DeadLetterQueue string `json:"-"`
 	// Sources are the queues whose consumers dead-letter into this one, sorted.
-	Sources []string
+	Sources []string `json:"-"`
 	// Bindings are the bindings that send to it, sorted.
-	Bindings []string
+	Bindings []string `json:"-"`
 	// Configured: the configuration names the queue (a binding's, a consumer's or a
 	// dead-letter queue), so it is listed before the platform holds it.
-	Configured bool
+	Configured bool `json:"-"`
 }
 
 // Queues lists every queue: those the platform holds and those the configuration names, sorted

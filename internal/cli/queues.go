@@ -89,20 +89,12 @@ unavailable; 78 the configuration.`,
 // queueRow is one queue of duilie queues --json: the platform's counts, whether it is paused,
 // and the dead-letter queue of its consumer (null when it has none).
 type queueRow struct {
-	Queue           string  `json:"queue"`
-	Ready           int64   `json:"ready"`
-	Delayed         int64   `json:"delayed"`
-	InFlight        int64   `json:"in_flight"`
-	Paused          bool    `json:"paused"`
-	Lost            int64   `json:"lost"`
-	Damage          string  `json:"damage,omitempty"`
-	Backlog         *int64  `json:"backlog,omitempty"`
+	server.QueueInfo
 	DeadLetterQueue *string `json:"dead_letter_queue"`
 }
 
 func rowOf(q server.QueueInfo) queueRow {
-	r := queueRow{Queue: q.Queue, Ready: q.Ready, Delayed: q.Delayed, InFlight: q.InFlight, Paused: q.Paused,
-		Lost: q.Lost, Damage: q.Damage, Backlog: q.Backlog}
+	r := queueRow{QueueInfo: q}
 	if q.DeadLetterQueue != "" {
 		r.DeadLetterQueue = &q.DeadLetterQueue
 	}

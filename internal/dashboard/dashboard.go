@@ -288,14 +288,7 @@ func (d *Dashboard) action(fn func(ctx context.Context, queue string, body []byt
 
 // queueRow is one queue of GET /api/queues.
 type queueRow struct {
-	Queue           string   `json:"queue"`
-	Ready           int64    `json:"ready"`
-	Delayed         int64    `json:"delayed"`
-	InFlight        int64    `json:"in_flight"`
-	Paused          bool     `json:"paused"`
-	Lost            int64    `json:"lost"`
-	Damage          string   `json:"damage,omitempty"`
-	Backlog         *int64   `json:"backlog,omitempty"`
+	server.QueueInfo
 	DeadLetterQueue string   `json:"dead_letter_queue,omitempty"` // its consumer's
 	DeadLetters     *int64   `json:"dead_letters,omitempty"`      // ready and delayed in that queue
 	Sources         []string `json:"sources,omitempty"`           // queues whose consumers dead-letter here
@@ -317,9 +310,7 @@ func (d *Dashboard) queueRows(ctx context.Context) ([]queueRow, error) {
 	operable := d.c.Operable(ctx)
 	rows := make([]queueRow, len(qs))
 	for i, q := range qs {
-		row := queueRow{Queue: q.Queue, Ready: q.Ready, Delayed: q.Delayed, InFlight: q.InFlight, Paused: q.Paused,
-			Lost: q.Lost, Damage: q.Damage, Backlog: q.Backlog, DeadLetterQueue: q.DeadLetterQueue,
-			Sources: q.Sources, Bindings: q.Bindings, Operable: operable}
+		row := queueRow{QueueInfo: q, DeadLetterQueue: q.DeadLetterQueue, Sources: q.Sources, Bindings: q.Bindings, Operable: operable}
 		if q.DeadLetterQueue != "" {
 			n := byName[q.DeadLetterQueue].Ready + byName[q.DeadLetterQueue].Delayed
 			row.DeadLetters = &n
