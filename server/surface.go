@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/duilie/duilie/internal/bounded"
@@ -125,15 +123,4 @@ func (s *Server) closeSurfaces() {
 // Loopback reports whether an address (a listen address or a Host header, with or without a
 // port) is a loopback one: localhost, or a loopback IP. It is duilie's one rule of what stays
 // on this machine.
-func Loopback(hostport string) bool {
-	h, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		h = hostport
-	}
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
+func Loopback(hostport string) bool { return bounded.Loopback(hostport) }

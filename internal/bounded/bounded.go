@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -87,7 +88,7 @@ func Listen(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !Loopback(ln.Addr()) {
+	if !Loopback(ln.Addr().String()) {
 		cfg.Logger.Warn("listening beyond loopback: every host that can reach this address can use it",
 			"listener", cfg.Name, "addr", ln.Addr().String())
 	}
@@ -159,11 +160,21 @@ func (s *Server) Close() error {
 	return err
 }
 
-// Loopback reports whether addr is a loopback address: one that no other host can reach.
-// 0.0.0.0 and :: (every interface) are not.
-func Loopback(addr net.Addr) bool {
-	ta, ok := addr.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
+// Loopback reports whether an address (a listen address, a listener's, or a Host header; with
+// or without a port) is a loopback one, which no other host can reach: localhost, or a
+// loopback IP. 0.0.0.0 and :: (every interface) are not. It is duilie's one rule of what stays
+// on this machine.
+func Loopback(hostport string) bool {
+	h, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		h = hostport
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Limit returns a handler that runs at most n requests of h at once. A request beyond them

@@ -401,3 +401,17 @@ func TestShutdown(t *testing.T) {
 		t.Errorf("the running request got %q", b)
 	}
 }
+
+// One rule of what stays on this machine, for listen addresses, listeners' addresses and Host
+// headers alike.
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8789": true, "127.0.0.2": true, "[::1]:80": true, "::1": true, "localhost:1": true, "LocalHost": true,
+		"0.0.0.0:8789": false, "[::]:80": false, ":8789": false, "10.0.0.1:80": false, "example.com:80": false,
+		"localhost.example.com": false, "": false,
+	} {
+		if got := Loopback(addr); got != want {
+			t.Errorf("Loopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

@@ -52,11 +52,10 @@ func listen(addr string, log *slog.Logger, wrap func(http.Handler) http.Handler)
 	if log == nil {
 		log = slog.Default()
 	}
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("bridge: listen address %q: %w", addr, err)
 	}
-	if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !bounded.Loopback(addr) {
 		return nil, fmt.Errorf("bridge: listen address %q is not a loopback address (127.0.0.1, ::1 or localhost)", addr)
 	}
 	s := &Server{log: log, events: map[string]*entry{}}
@@ -69,7 +68,7 @@ func listen(addr string, log *slog.Logger, wrap func(http.Handler) http.Handler)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	if !bounded.Loopback(srv.Addr()) {
+	if !bounded.Loopback(srv.Addr().String()) {
 		srv.Close()
 		return nil, fmt.Errorf("bridge: listen address %q resolved to %v, which is not a loopback address", addr, srv.Addr())
 	}
