@@ -1,6 +1,8 @@
 package duilie
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/duilie/duilie/jsonvalue"
@@ -24,23 +26,23 @@ const (
 // message. Send runs the same checks.
 func CheckBody(text []byte, delaySeconds int) ([]byte, error) {
 	if delaySeconds < 0 || delaySeconds > MaxDelaySeconds {
-		return nil, ErrDelayRange
+		return nil, ErrDelayRange.detailed("%d seconds", delaySeconds)
 	}
 	if len(text) > MaxBodyBytes {
-		return nil, ErrBodyTooLarge
+		return nil, ErrBodyTooLarge.detailed("%d bytes", len(text))
 	}
 	norm, err := normalize(text, MaxBodyDepth, bodyExceptions)
 	if err != nil {
 		return nil, err
 	}
 	if len(norm) > MaxBodyBytes {
-		return nil, ErrBodyTooLarge
+		return nil, ErrBodyTooLarge.detailed("%d bytes once normalized (%d as sent)", len(norm), len(text))
 	}
 	return norm, nil
 }
 
 // textExceptions are the exceptions of normalizing a body's text, or a batch's.
-type textExceptions struct{ notJSON, tooDeep, hostOnly error }
+type textExceptions struct{ notJSON, tooDeep, hostOnly *Exception }
 
 var (
 	bodyExceptions  = textExceptions{ErrBodyNotJSON, ErrBodyTooDeep, ErrBodyHostOnly}
@@ -55,13 +57,13 @@ func normalize(text []byte, maxDepth int, ex textExceptions) ([]byte, error) {
 	norm, st, err := jsonvalue.Append(make([]byte, 0, len(text)+len(text)/8+16), text)
 	switch {
 	case err != nil:
-		return nil, ex.notJSON
+		return nil, ex.notJSON.detailed("%s", syntaxDetail(err))
 	case st.Depth > MaxHostDepth:
-		return nil, ex.tooDeep
+		return nil, ex.tooDeep.detailed("more than %d levels", MaxHostDepth)
 	case st.Marker:
 		return nil, ex.hostOnly
 	case st.Depth > maxDepth:
-		return nil, ex.tooDeep
+		return nil, ex.tooDeep.detailed("%d levels", st.Depth)
 	}
 	return norm, nil
 }
@@ -72,7 +74,7 @@ func normalize(text []byte, maxDepth int, ex textExceptions) ([]byte, error) {
 // SendBatch runs the same checks.
 func CheckBatch(text []byte) ([]platform.BatchItem, error) {
 	if len(text) > MaxBatchBytes {
-		return nil, ErrBatchTooLarge
+		return nil, ErrBatchTooLarge.detailed("%d bytes", len(text))
 	}
 	// The array and the item object add two levels to the 24 a body may have.
 	norm, err := normalize(text, MaxBodyDepth+2, batchExceptions)
@@ -95,15 +97,24 @@ func CheckBatch(text []byte) ([]platform.BatchItem, error) {
 	}
 	total := 0
 	for i := range items {
-		if err := checkItem(&items[i]); err != nil {
-			return nil, err
+		if ex := checkItem(&items[i]); ex != nil {
+			return nil, ex.detailed("item %d (counting from 0)", i)
 		}
 		total += len(items[i].Body)
 	}
 	if total > MaxBatchBodyBytes {
-		return nil, ErrBatchBodiesTooLarge
+		return nil, ErrBatchBodiesTooLarge.detailed("%d bytes", total)
 	}
 	return items, nil
+}
+
+// syntaxDetail says where a text fails to parse, for people.
+func syntaxDetail(err error) string {
+	var se *jsonvalue.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("at byte %d: %s", se.Offset, se.Msg)
+	}
+	return err.Error()
 }
 
 // CheckBatchText applies CheckBatch's checks to a sendBatch input text and returns the items as
@@ -119,7 +130,7 @@ func CheckBatchText(text []byte) ([]byte, error) {
 
 // checkItem checks one normalized batch item, held in item.Body, and replaces it with the
 // item's body and delay.
-func checkItem(item *platform.BatchItem) error {
+func checkItem(item *platform.BatchItem) *Exception {
 	obj := item.Body
 	if obj[0] != '{' {
 		return ErrItemNotObject

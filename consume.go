@@ -79,17 +79,17 @@ func appendBody(ev *Event, out []byte, m *platform.Message, i int) ([]byte, erro
 		// before host markers.
 		switch {
 		case err != nil:
-			return out[:n], ErrMessageNotJSON.with(strconv.Itoa(i))
+			return out[:n], ErrMessageNotJSON.with(strconv.Itoa(i), "its json body does not parse: "+syntaxDetail(err))
 		case st.Depth > MaxHostDepth:
 			return out[:n], event.AbortWith(ev, ErrResultTooDeep)
 		case st.Marker:
-			return out[:n], ErrMessageNotJSON.with(strconv.Itoa(i))
+			return out[:n], ErrMessageNotJSON.with(strconv.Itoa(i), "its body holds a number JSON cannot carry or a host marker")
 		}
 		return out, nil
 	case platform.Text:
 		return jsonvalue.AppendString(out, string(m.Body)), nil
 	default:
-		return out, ErrMessageNotJSON.with(strconv.Itoa(i))
+		return out, ErrMessageNotJSON.with(strconv.Itoa(i), "its content type is "+string(m.ContentType))
 	}
 }
 
@@ -102,7 +102,7 @@ func Ack(ev *Event, index int) error {
 		return err
 	}
 	if index < 0 || index >= b.Len() {
-		return ErrIndexRange
+		return ErrIndexRange.detailed("index %d, a batch of %d", index, b.Len())
 	}
 	b.Record(index, platform.Call{Kind: platform.AckCall})
 	return nil
@@ -118,10 +118,10 @@ func Retry(ev *Event, index, delaySeconds int) error {
 		return err
 	}
 	if index < 0 || index >= b.Len() {
-		return ErrIndexRange
+		return ErrIndexRange.detailed("index %d, a batch of %d", index, b.Len())
 	}
 	if delaySeconds < 0 || delaySeconds > MaxDelaySeconds {
-		return ErrDelayRange
+		return ErrDelayRange.detailed("%d seconds", delaySeconds)
 	}
 	b.Record(index, platform.Call{Kind: platform.RetryCall, DelaySeconds: delaySeconds})
 	return nil

@@ -2,6 +2,8 @@ package duilie_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -97,6 +99,45 @@ func TestErrorsIs(t *testing.T) {
 	} {
 		if !errors.Is(c.err, c.want) || c.err.Error() != c.text {
 			t.Errorf("%v: want errors.Is %q and the text %q", c.err, c.want, c.text)
+		}
+	}
+}
+
+// docs/interface.md lists every exception and abort with its code and meaning, as the code has
+// them: a message changed in one place and not the other fails here.
+func TestInterfaceDoc(t *testing.T) {
+	doc, err := os.ReadFile("docs/interface.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(text, code, gloss, name string, open bool) string {
+		more := ""
+		if open {
+			more = "…"
+		}
+		return fmt.Sprintf("| `%s`%s | `%s` | `duilie.%s` | %s |", text, more, code, name, gloss)
+	}
+	open := func(s string) bool { return strings.HasSuffix(s, "：") || strings.HasSuffix(s, "序号 ") }
+	want := map[string]*duilie.Exception{
+		"ErrEmptyBinding": duilie.ErrEmptyBinding, "ErrDelayRange": duilie.ErrDelayRange, "ErrBodyTooLarge": duilie.ErrBodyTooLarge,
+		"ErrBodyNotJSON": duilie.ErrBodyNotJSON, "ErrBodyTooDeep": duilie.ErrBodyTooDeep, "ErrBodyHostOnly": duilie.ErrBodyHostOnly,
+		"ErrSendFailed": duilie.ErrSendFailed, "ErrBatchTooLarge": duilie.ErrBatchTooLarge, "ErrBatchNotJSON": duilie.ErrBatchNotJSON,
+		"ErrBatchTooDeep": duilie.ErrBatchTooDeep, "ErrBatchHostOnly": duilie.ErrBatchHostOnly, "ErrBatchNotArray": duilie.ErrBatchNotArray,
+		"ErrBatchEmpty": duilie.ErrBatchEmpty, "ErrBatchTooMany": duilie.ErrBatchTooMany, "ErrItemNotObject": duilie.ErrItemNotObject,
+		"ErrItemNoBody": duilie.ErrItemNoBody, "ErrItemExtraKey": duilie.ErrItemExtraKey, "ErrItemDelay": duilie.ErrItemDelay,
+		"ErrItemBodyTooLarge": duilie.ErrItemBodyTooLarge, "ErrBatchBodiesTooLarge": duilie.ErrBatchBodiesTooLarge,
+		"ErrBatchSendFailed": duilie.ErrBatchSendFailed, "ErrNotQueueEvent": duilie.ErrNotQueueEvent,
+		"ErrIndexRange": duilie.ErrIndexRange, "ErrMessageNotJSON": duilie.ErrMessageNotJSON,
+	}
+	for name, ex := range want {
+		if r := row(ex.Message, ex.Code, ex.Gloss, name, open(ex.Message)); !strings.Contains(string(doc), r+"\n") {
+			t.Errorf("docs/interface.md lacks the row\n%s", r)
+		}
+	}
+	for name, a := range map[string]*duilie.Abort{"ErrNotPermitted": duilie.ErrNotPermitted, "ErrNoBinding": duilie.ErrNoBinding,
+		"ErrTimeLimit": duilie.ErrTimeLimit, "ErrResultTooDeep": duilie.ErrResultTooDeep, "ErrBadBridgeCall": duilie.ErrBadBridgeCall} {
+		if r := row(a.Reason, a.Code, a.Gloss, name, open(a.Reason)); !strings.Contains(string(doc), r+"\n") {
+			t.Errorf("docs/interface.md lacks the row\n%s", r)
 		}
 	}
 }

@@ -65,7 +65,7 @@ func platformFailure(ev *Event, err error, prefix *Exception) error {
 	if abort := ev.Err(); abort != nil { // an ended event's context is its time limit
 		return abort
 	}
-	return prefix.with(err.Error())
+	return prefix.with(err.Error(), "")
 }
 
 // SendBatch is 批量发送队列消息: it sends a batch given as the JSON text of an array of 1–100

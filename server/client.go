@@ -145,10 +145,12 @@ func (c *Client) platform(ctx context.Context) (platform.Platform, error) {
 	case c.p == nil && c.open == nil: // a server's client before Start
 		return nil, ErrNotStarted
 	case c.p == nil && c.openErr == nil:
-		c.raw, c.openErr = c.open(ctx)
-		if c.openErr == nil {
-			c.p = delaying{c.raw, c.delays}
+		p, err := c.open(ctx)
+		if err != nil {
+			c.openErr = err // p may be a typed nil: not kept
+			break
 		}
+		c.raw, c.p = p, delaying{p, c.delays}
 	}
 	return c.p, c.openErr
 }

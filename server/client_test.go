@@ -148,12 +148,47 @@ func TestClientOperations(t *testing.T) {
 			for _, err := range []error{
 				func() error { _, err := c.Replay(ctx, "tasks", server.ReplayOptions{}); return err }(), // no consumer names it
 				func() error { _, err := c.Peek(ctx, "Tasks", server.PeekOptions{}); return err }(),
-				func() error { _, err := c.Replay(ctx, "tasks-dead", server.ReplayOptions{Delay: 13 * time.Hour}); return err }(),
+				func() error {
+					_, err := c.Replay(ctx, "tasks-dead", server.ReplayOptions{Delay: 13 * time.Hour})
+					return err
+				}(),
 			} {
 				if !errors.Is(err, server.ErrInvalid) {
 					t.Errorf("%v: want ErrInvalid", err)
 				}
 			}
 		})
+	}
+}
+
+// A client whose platform cannot be opened (another process holds the data directory and does
+// not serve) says so from every operation, Send included, and closes cleanly.
+func TestClientOpenFails(t *testing.T) {
+	t.Parallel()
+	cfg := server.Config{Bindings: map[string]string{"TASKS": "tasks"}, Platform: &jetstream.Config{DataDir: t.TempDir()},
+		Logger: slog.New(slog.DiscardHandler)}
+	ctx := context.Background()
+	holder, err := server.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := holder.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := server.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Send(ctx, "TASKS", `1`, 0)
+	var ex *duilie.Exception
+	if err == nil || errors.As(err, &ex) || !errors.Is(err, c.OpenErr()) {
+		t.Errorf("send: %v, want the platform's failure to open, not an exception", err)
+	}
+	if _, err := c.Queues(ctx); err == nil {
+		t.Error("queues: no error")
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("close: %v", err)
 	}
 }

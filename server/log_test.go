@@ -57,7 +57,7 @@ func TestEventLogLevels(t *testing.T) {
 	for _, want := range []string{
 		`level=INFO msg="fetch event" event=\w+ method=GET path=/ok status=200 outcome=ok duration=\S+\n`,
 		`level=WARN msg="fetch event" event=\w+ method=GET path=/fail status=500 outcome=failed duration=\S+ err="it failed"\n`,
-		`level=WARN msg="fetch event" event=\w+ method=GET path=/abort status=500 outcome=aborted duration=\S+ err=未授权的QUEUE绑定：NOPE\n`,
+		`level=WARN msg="fetch event" event=\w+ method=GET path=/abort status=500 outcome=aborted duration=\S+ err=未授权的QUEUE绑定：NOPE code=not_permitted gloss="the host's permissions \(QUEUE\) do not list this binding" detail="permitted: TASKS"\n`,
 		`level=ERROR msg="fetch event" event=\w+ method=GET path=/panic status=500 outcome=failed duration=\S+ err="panic: boom" stack="goroutine \d+ \[running\]:\\n[^"]*runtime/debug.Stack[^"]*"\n`,
 		`level=ERROR msg="fetch event" event=\w+ method=GET path=/nostart status=503 outcome=not_started duration=\S+ err="the program did not start: fork/exec ./app: too many open files"\n`,
 	} {

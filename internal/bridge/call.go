@@ -375,7 +375,7 @@ func handle(ev *duilie.Event, body []byte) (status int, text string) {
 		return http.StatusInternalServerError, err.Error()
 	}
 	if bad != "" {
-		return http.StatusInternalServerError, event.AbortWith(ev, event.BadCall.With(bad)).Error()
+		return http.StatusInternalServerError, event.AbortWith(ev, event.BadCall.With(bad, "")).Error()
 	}
 	return invoke(ev, c)
 }

@@ -145,10 +145,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &tooBig):
 		// Abort keeps an earlier abort, whose message is then the reply.
-		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, event.BadCall.With(badTooBig)).Error()
+		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, event.BadCall.With(badTooBig, "")).Error()
 		event.NoteBridgeCall(e.ev, "", status)
 	case errors.Is(err, errTooDeep):
-		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, event.BadCall.With(badDeep)).Error()
+		status, text = http.StatusInternalServerError, event.AbortWith(e.ev, event.BadCall.With(badDeep, "")).Error()
 		event.NoteBridgeCall(e.ev, "", status)
 	case err != nil:
 		// The program went away while sending: nobody is left to answer.

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/server"
@@ -30,6 +31,9 @@ const (
 	exitSoftware    = 70 // EX_SOFTWARE: a failure inside duilie
 	exitIOErr       = 74 // EX_IOERR: reading stdin or writing stdout failed; stored data was lost
 	exitConfig      = 78 // EX_CONFIG
+	// exitInterrupted: SIGINT or SIGTERM ended a command (not serve, which shuts down
+	// gracefully and exits 0), as shells report an interrupted program (128 + SIGINT).
+	exitInterrupted = 130
 )
 
 // exitError carries an exit status and the message to print.
@@ -130,8 +134,46 @@ func Run(ctx context.Context, opts Options, args []string, stdin io.Reader, stdo
 		return exitOK
 	}
 	code := status(err)
+	if ctx.Err() != nil && code != exitException && code != exitAbort {
+		// A signal ended the command: say so, whatever the work it cut short answered.
+		code, err = exitInterrupted, fmt.Errorf("interrupted: %w", err)
+	}
 	fmt.Fprintln(stderr, message(opts.Name, cmd.CommandPath(), err, code))
+	if explaining(stderr) {
+		if e := explain(err); e != "" {
+			fmt.Fprintln(stderr, e)
+		}
+	}
 	return code
+}
+
+// explaining reports whether to explain an exception or abort after its message: for people,
+// on a terminal, or when DUILIE_EXPLAIN=1 asks; never when DUILIE_EXPLAIN=0. Scripts reading
+// stderr get the spec's message alone, and one newline (SPEC §13).
+func explaining(stderr io.Writer) bool {
+	switch os.Getenv("DUILIE_EXPLAIN") {
+	case "1":
+		return true
+	case "0":
+		return false
+	}
+	f, ok := stderr.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// explain is the English line for people under an exception's or abort's message: its code,
+// its gloss and what more there is to say, such as "  not_permitted: the binding is not
+// permitted …; permitted: PAGE_QUEUE; did you mean PAGE_QUEUE?". "" for any other error.
+func explain(err error) string {
+	code, gloss, detail, ok := duilie.Explain(err)
+	if !ok {
+		return ""
+	}
+	line := "  " + code + ": " + gloss
+	if detail != "" {
+		line += "; " + detail
+	}
+	return line
 }
 
 // status maps an error to its exit status: the interface's exceptions and aborts, and errors

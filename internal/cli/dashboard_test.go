@@ -245,8 +245,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	if got := send(`{"name":"p"}`); got != "sent through JOBS" {
 		t.Errorf("sending from the page: %q", got)
 	}
-	if got := send(`{"name":`); got != "消息体不是有效的 JSON 文字" {
-		t.Errorf("a bad test message shows %q, want the interface's exception", got)
+	if got, want := send(`{"name":`), "消息体不是有效的 JSON 文字 — body_not_json: the message body is not a JSON text; at byte 8: unexpected end of JSON input"; got != want {
+		t.Errorf("a bad test message shows %q, want the interface's exception, its code, gloss and where: %q", got, want)
 	}
 	waitQueues(t, cfg, "the test message waiting", func(qs map[string]queueJSON) bool { return qs["jobs"].Ready == 1 })
 	time.Sleep(time.Second) // a delivery would have happened by now; the check is that none did

@@ -414,16 +414,14 @@ func (d *Dashboard) send(ctx context.Context, q string, body []byte) (any, error
 		Sent      bool   `json:"sent"`
 		Binding   string `json:"binding"`
 		Exception string `json:"exception,omitempty"` // the interface's exception or abort, verbatim
+		Code      string `json:"code,omitempty"`      // and for people: its code, gloss and detail
+		Gloss     string `json:"gloss,omitempty"`
+		Detail    string `json:"detail,omitempty"`
 	}
 	if err := d.c.Send(ctx, bindings[0], req.Body, req.Delay); err != nil {
 		// The interface refusing a message is the answer to this request, not its failure.
-		var ex *duilie.Exception
-		var ab *duilie.Abort
-		switch {
-		case errors.As(err, &ex):
-			return result{Binding: bindings[0], Exception: ex.Message}, nil
-		case errors.As(err, &ab):
-			return result{Binding: bindings[0], Exception: ab.Reason}, nil
+		if code, gloss, detail, ok := duilie.Explain(err); ok {
+			return result{Binding: bindings[0], Exception: err.Error(), Code: code, Gloss: gloss, Detail: detail}, nil
 		}
 		return nil, err
 	}

@@ -51,6 +51,10 @@ type eventRow struct {
 	Path       string  `json:"path,omitempty"`
 	Status     int     `json:"status,omitempty"`
 	Error      string  `json:"error,omitempty"`
+	// For an exception or abort: its code, and in English what it means and where.
+	Code   string `json:"code,omitempty"`
+	Gloss  string `json:"gloss,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 func newHistory() *history {
@@ -86,6 +90,7 @@ func (h *history) observe(r server.Report) {
 			Method: r.Method, Path: r.Path, Status: r.Status}
 		if r.Err != nil {
 			row.Error = r.Err.Error()
+			row.Code, row.Gloss, row.Detail, _ = duilie.Explain(r.Err)
 		}
 		if r.Kind == duilie.QueueEvent {
 			s := h.slot(r.Queue)

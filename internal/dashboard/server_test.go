@@ -353,11 +353,11 @@ listen = "127.0.0.1:0"
 		}
 	}
 	// A test message goes through the interface's checks: the exact exception comes back.
-	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{"}`); code != 200 || body != `{"sent":false,"binding":"JOBS","exception":"消息体不是有效的 JSON 文字"}`+"\n" {
+	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{"}`); code != 200 || body != `{"sent":false,"binding":"JOBS","exception":"消息体不是有效的 JSON 文字","code":"body_not_json","gloss":"the message body is not a JSON text","detail":"at byte 1: unexpected end of JSON input"}`+"\n" {
 		t.Errorf("send a bad body: %d %s", code, body)
 	}
 	// JOBS is configured but not permitted: the abort comes back.
-	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{}"}`); code != 200 || body != `{"sent":false,"binding":"JOBS","exception":"未授权的QUEUE绑定：JOBS"}`+"\n" {
+	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{}"}`); code != 200 || body != `{"sent":false,"binding":"JOBS","exception":"未授权的QUEUE绑定：JOBS","code":"not_permitted","gloss":"the host's permissions (QUEUE) do not list this binding","detail":"no binding is permitted"}`+"\n" {
 		t.Errorf("send through a binding not permitted: %d %s", code, body)
 	}
 }

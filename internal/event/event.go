@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"sync"
 	"time"
 
@@ -120,7 +121,12 @@ func (e *Event) Err() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.abort == nil && e.ctx.Err() != nil {
-		e.abort = TimeLimit
+		// The host ends an event's context with the abort that ends it.
+		var cause *Abort
+		if !errors.As(context.Cause(e.ctx), &cause) {
+			cause = TimeLimit
+		}
+		e.abort = cause
 	}
 	if e.abort == nil {
 		return nil // not a typed nil
@@ -164,8 +170,12 @@ func Sent(ev *Event, s Send) { ev.rt.Sent(ev, s) }
 // Code names which of the spec's aborts it is; errors.Is(err, a) holds for every abort of a's
 // code, whatever follows the reason's fixed part (a binding's name, what is wrong with a call).
 type Abort struct {
-	Reason string
-	Code   string
+	Reason string // the spec's message, verbatim: all a program in another language sees
+	Code   string // a stable name of the abort, such as "not_permitted"
+	Gloss  string // what it means, in English, for people
+	// Detail says more, for people and in English: the bindings that are permitted, whether
+	// the time limit passed or the host halted at shutdown. "" when there is nothing to add.
+	Detail string
 }
 
 func (a *Abort) Error() string { return a.Reason }
@@ -176,17 +186,27 @@ func (a *Abort) Is(target error) bool {
 	return ok && t.Code != "" && t.Code == a.Code
 }
 
-// With returns an abort of a's code whose reason is a's followed by detail: the binding of
-// 未授权的QUEUE绑定：, what is wrong with a malformed bridge call.
-func (a *Abort) With(detail string) *Abort { return &Abort{Reason: a.Reason + detail, Code: a.Code} }
+// With returns an abort of a's code whose reason is a's followed by suffix (the binding of
+// 未授权的QUEUE绑定：, what is wrong with a malformed bridge call), and whose detail is detail.
+func (a *Abort) With(suffix, detail string) *Abort {
+	x := *a
+	x.Reason += suffix
+	x.Detail = detail
+	return &x
+}
 
 // The host's aborts (SPEC §9); those whose reason names something are completed by With.
 var (
-	NotPermitted = &Abort{Reason: "未授权的QUEUE绑定：", Code: "not_permitted"}
-	NoBinding    = &Abort{Reason: "绑定不存在：", Code: "no_binding"}
-	TimeLimit    = &Abort{Reason: "执行超过时限", Code: "time_limit"}
-	DeepResult   = &Abort{Reason: "宿主结果嵌套过深", Code: "result_too_deep"}
-	BadCall      = &Abort{Reason: "桥接调用无效：", Code: "bad_bridge_call"}
+	NotPermitted = &Abort{Reason: "未授权的QUEUE绑定：", Code: "not_permitted",
+		Gloss: "the host's permissions (QUEUE) do not list this binding"}
+	NoBinding = &Abort{Reason: "绑定不存在：", Code: "no_binding",
+		Gloss: "the binding is permitted, but no producer maps it to a queue"}
+	TimeLimit = &Abort{Reason: "执行超过时限", Code: "time_limit",
+		Gloss: "the event ran past its time limit, or the host halted it"}
+	DeepResult = &Abort{Reason: "宿主结果嵌套过深", Code: "result_too_deep",
+		Gloss: "a message body is nested deeper than the host carries (32 levels)"}
+	BadCall = &Abort{Reason: "桥接调用无效：", Code: "bad_bridge_call",
+		Gloss: "the program made a malformed bridge call"}
 )
 
 // Batch is the batch of a queue event: the messages in index order, and the program's ack and

@@ -24,7 +24,7 @@ func TestEndedContextIsTheTimeLimit(t *testing.T) {
 
 	ctx, cancel = context.WithCancel(context.Background())
 	ev = New(ctx, nil, FetchEvent, nil)
-	AbortWith(ev, NotPermitted.With("B"))
+	AbortWith(ev, NotPermitted.With("B", ""))
 	cancel()
 	if err := ev.Err(); err.Error() != NotPermitted.Reason+"B" {
 		t.Errorf("the time limit replaced an earlier abort: %v", err)

@@ -14,7 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,11 +147,11 @@ type runtime Host
 func (rt *runtime) Resolve(ctx context.Context, binding string) (platform.Queue, string, *event.Abort, error) {
 	h := (*Host)(rt)
 	if !h.permitted[binding] {
-		return nil, "", event.NotPermitted.With(binding), nil
+		return nil, "", event.NotPermitted.With(binding, bindingHint("permitted", binding, h.cfg.Permissions.Queue)), nil
 	}
 	name, ok := h.cfg.Bindings[binding]
 	if !ok {
-		return nil, "", event.NoBinding.With(binding), nil
+		return nil, "", event.NoBinding.With(binding, bindingHint("configured", binding, slices.Collect(maps.Keys(h.cfg.Bindings)))), nil
 	}
 	h.mu.Lock()
 	q, ok := h.queues[name]
@@ -191,9 +193,13 @@ func (h *Host) Do(ctx context.Context, handler Handler) error {
 // and its failure. With started, a StartReport is observed as it starts (the caller then
 // observes its EventReport when it ends).
 func (h *Host) runEvent(ctx context.Context, kind Kind, b *event.Batch, handler Handler, started bool) (*Event, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.TimeLimit)
-	defer cancel()
-	defer context.AfterFunc(h.halt, cancel)()
+	// The event's context ends with the abort that ends it: its time limit, or the host's halt.
+	ctx, cancelLimit := context.WithTimeoutCause(ctx, h.cfg.TimeLimit,
+		event.TimeLimit.With("", "its time limit of "+h.cfg.TimeLimit.String()+" passed"))
+	defer cancelLimit()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(h.halt, func() { cancel(halted) })()
 	ev := event.New(ctx, (*runtime)(h), kind, b)
 	if started && h.cfg.Observer != nil {
 		r := &StartReport{ID: ev.ID(), Kind: kind, Start: time.Now()}
@@ -203,7 +209,7 @@ func (h *Host) runEvent(ctx context.Context, kind Kind, b *event.Batch, handler 
 		h.observe(r)
 	}
 	if h.halt.Err() != nil {
-		return ev, event.AbortWith(ev, event.TimeLimit) // halted: no event runs any more
+		return ev, event.AbortWith(ev, halted) // halted: no event runs any more
 	}
 	return ev, h.run(ev, func() error { return handler(ev) })
 }
@@ -228,13 +234,17 @@ func (h *Host) run(ev *Event, body func() error) error {
 	case err = <-done:
 	case <-ev.Context().Done():
 		// The time limit passed, or the host halted: either way the event cannot finish.
-		err = event.AbortWith(ev, event.TimeLimit)
+		err = ev.Err()
 	}
 	if a := ev.Err(); a != nil {
 		return a
 	}
 	return err
 }
+
+// halted is the abort of an event the host halted: its server shut down and the grace period
+// ended (SPEC §8.1's time limit, as far as the program can tell).
+var halted = event.TimeLimit.With("", "the host halted it: the server is shutting down and its grace period ended")
 
 // PanicError is the failure of an event whose handler panicked.
 type PanicError struct {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/duilie/duilie"
 	"github.com/duilie/duilie/platform"
 )
 
@@ -53,6 +54,7 @@ func logEvent(log *slog.Logger, r *EventReport) {
 	}
 	if r.Err != nil {
 		attrs = append(attrs, "err", r.Err.Error())
+		attrs = append(attrs, explained(r.Err)...)
 		var pe *PanicError
 		if errors.As(r.Err, &pe) {
 			level = slog.LevelError
@@ -97,6 +99,20 @@ func logSettle(log *slog.Logger, r *SettleReport) {
 		}
 		log.Log(context.Background(), level, "pulled messages settled", attrs...)
 	}
+}
+
+// explained is the English beside an abort's or exception's message, for people reading the
+// log: its code, gloss and detail.
+func explained(err error) []any {
+	code, gloss, detail, ok := duilie.Explain(err)
+	if !ok {
+		return nil
+	}
+	out := []any{"code", code, "gloss", gloss}
+	if detail != "" {
+		out = append(out, "detail", detail)
+	}
+	return out
 }
 
 func countActions(ms []MessageReport) (count [platform.Release + 1]int) {

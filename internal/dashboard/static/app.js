@@ -247,7 +247,7 @@ function queueView(name) {
       const out = await api("/api/queues/" + q(name) + "/send", { method: "POST", body: { body: sendBody.value, delay: Number(sendDelay.value) || 0 } });
       if (!out.sent) {
         sendResult.className = "result error";
-        sendResult.textContent = out.exception;
+        sendResult.textContent = out.exception + (out.code ? " — " + out.code + ": " + out.gloss + (out.detail ? "; " + out.detail : "") : "");
         return;
       }
       sendResult.className = "result done";
@@ -275,7 +275,7 @@ function queueView(name) {
       el("td", { class: "mono" }, e.id), el("td", {}, fmtTime(e.start)),
       el("td", {}, el("span", { class: "badge " + e.outcome }, e.outcome)), el("td", { class: "num" }, e.batch || 0),
       el("td", { class: "num" }, e.acked), el("td", { class: "num" }, e.retried), el("td", { class: "num" }, e.dead_lettered),
-      el("td", { class: "num" }, e.duration_ms.toFixed(1) + " ms"), el("td", { class: "muted wrap" }, e.error || ""))));
+      el("td", { class: "num" }, e.duration_ms.toFixed(1) + " ms"), el("td", { class: "muted wrap" }, e.error || "", e.code ? el("div", { class: "gloss" }, e.code + ": " + e.gloss + (e.detail ? "; " + e.detail : "")) : null))));
   }, 2000);
   loadMessages(true).catch((e) => setStatus(e.message, true));
   return { stop: l.stop };
