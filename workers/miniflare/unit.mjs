@@ -284,7 +284,7 @@ test("the host's line per event: none by default, at console.debug with [worker]
   assert.deepEqual(lines.map(([m]) => m), ["debug", "debug", "debug"]);
   assert.match(lines[0][1], /^fetch event event=[0-9a-f]{16} method=GET path=\/env status=200 outcome=ok duration=\S+$/);
   assert.match(lines[1][1], /^queue event event=[0-9a-f]{16} queue=retry0 batch=1 outcome=ok duration=\S+ acked=0 retried=1 dead=0 dropped=0$/);
-  assert.match(lines[2][1], /^fetch event event=[0-9a-f]{16} method=POST path=\/send status=500 outcome=aborted duration=\S+ err=绑定不存在：ABSENT$/);
+  assert.match(lines[2][1], /^fetch event event=[0-9a-f]{16} method=POST path=\/send status=500 outcome=aborted duration=\S+ err=绑定不存在：ABSENT code=no_binding gloss="the binding is permitted, but no producer maps it to a queue" detail="configured: PAGE_QUEUE, UNPERMITTED"$/);
 });
 
 test("odd values in messages are read, not crashed on: ids, attempts, timestamps", async () => {
