@@ -106,6 +106,22 @@ system_account: SYS
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// A meta leader places a replicated stream only on peers it has heard from: until each
+	// server's first statistics reach it, an R3 stream is refused ("no suitable peers for
+	// placement, peer offline"), which a loaded machine makes likely right after the start.
+	for {
+		online := 0
+		for _, s := range tc.servers {
+			online = max(online, len(s.JetStreamClusterPeers())) // non-empty on the leader only
+		}
+		if online == len(tc.servers) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster's meta leader sees %d of %d servers online", online, len(tc.servers))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return tc
 }
 

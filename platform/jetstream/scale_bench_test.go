@@ -62,9 +62,7 @@ func BenchmarkPendingDelayed(b *testing.B) {
 			*d = v
 		}
 	}
-	for range b.N {
-		pendingDelayed(b, n, least, spread)
-	}
+	fixedWorkload(b, func() { pendingDelayed(b, n, least, spread) })
 }
 
 func pendingDelayed(b *testing.B, n int, least, spread time.Duration) {
