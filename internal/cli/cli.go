@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"sync"
 	"syscall"
 
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/duilie/duilie"
+	"github.com/duilie/duilie/internal/buildinfo"
 	"github.com/duilie/duilie/server"
 )
 
@@ -228,7 +228,7 @@ Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on 
 64 a usage error, 78 a configuration error, 69 the engine or an address is unavailable,
 70 an internal failure, 74 an I/O error (also: queues found messages lost).`,
 		Example:       rootExample(opts),
-		Version:       version(),
+		Version:       buildinfo.Read().String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -241,43 +241,6 @@ Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on 
 		root.AddCommand(newDemo(), newWorker(), newBench())
 	}
 	return root
-}
-
-// commit is the commit a release build was made from, stamped by the build
-// (-ldflags "-X github.com/duilie/duilie/internal/cli.commit=<sha>"); "" for a build that
-// leaves it to Go's VCS stamping.
-var commit string
-
-// version is the main module's version and the commit it was built from: "v0.1.0 (commit
-// 0123456789ab)", "(devel) (commit 0123456789ab, modified)", or the version alone when the
-// build recorded no commit (go install of a tagged version: the tag names it).
-func version() string {
-	bi, _ := debug.ReadBuildInfo()
-	return versionOf(bi, commit)
-}
-
-func versionOf(bi *debug.BuildInfo, stamped string) string {
-	v, rev, modified := "(devel)", stamped, false
-	if bi != nil {
-		if bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch {
-			case s.Key == "vcs.revision" && rev == "":
-				rev = s.Value
-			case s.Key == "vcs.modified" && stamped == "":
-				modified = s.Value == "true"
-			}
-		}
-	}
-	switch {
-	case rev == "":
-		return v
-	case modified:
-		return v + " (commit " + rev[:min(12, len(rev))] + ", modified)"
-	}
-	return v + " (commit " + rev[:min(12, len(rev))] + ")"
 }
 
 func rootExample(opts Options) string {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"runtime/debug"
 	"time"
 
+	"github.com/duilie/duilie/internal/buildinfo"
 	"github.com/duilie/duilie/server"
 
 	"github.com/duilie/duilie"
@@ -56,10 +56,7 @@ func newMetrics(c *server.Client, consumers []string) *metrics {
 		bridge: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "duilie_bridge_calls_total",
 			Help: "Calls of programs over the bridge, by interface name (\"invalid\" for a malformed call) and reply status."}, []string{"name", "status"}),
 	}
-	version := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		version = bi.Main.Version
-	}
+	version := buildinfo.Read().Version
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "duilie_build_info",
 		Help: "duilie's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
