@@ -66,7 +66,7 @@ waiting for a confirmation; and prints duilie's rates as a share of each.`,
 	f.IntVar(&o.Producers, "producers", 32, "concurrent producers, each one event")
 	f.IntVar(&o.Batch, "batch", 1, "messages per send: 0 or 1 Send, 2–100 SendBatch")
 	f.IntVar(&o.Size, "size", 200, "body size in bytes (a JSON string), 2–128000")
-	f.IntVar(&o.Count, "count", 100_000, "messages to send (ignored with --duration)")
+	f.IntVar(&o.Count, "count", 100_000, "messages to send (not with --duration)")
 	f.DurationVar(&o.Duration, "duration", 0, "send for this long instead of --count messages")
 	f.IntVar(&o.ConsumerBatch, "consumer-batch", 100, "the consumer's max_batch_size, 1–100")
 	f.IntVar(&o.Concurrency, "concurrency", 4, "the consumer's max_concurrency, 1–250")

@@ -27,8 +27,8 @@ nats_url, or another [platform] kind), creates every configured queue and consum
 fetch event.
 ` + program + `
 
-While serve runs it holds the data directory, and send, send-batch and queues on the same
-configuration reach it there. SIGINT or SIGTERM stops new deliveries and lets running events
+While serve runs it holds the data directory, and send, send-batch, queues and the operator's
+commands (peek, replay, delete, purge, pause, resume) on the same configuration reach it there. SIGINT or SIGTERM stops new deliveries and lets running events
 finish for up to [app] shutdown_grace_ms; events still running then are aborted and their
 messages delivered again on the next start. A second signal kills every running program's
 process group and ends serve at once. Logs go to stderr, one line per event.`,
