@@ -735,7 +735,7 @@ func (r *sessionRun) script(b *block, text string) (string, bool) {
 		fmt.Fprintf(&s, "trap '{ export -p; printf \"cd %%q\\n\" \"$PWD\"; } > %s' EXIT\n", state)
 	}
 	if b.mark.dir != "" {
-		fmt.Fprintf(&s, "cd %s\n", shellQuote(b.mark.dir))
+		fmt.Fprintf(&s, "cd %s\n", shellQuote(filepath.Join(r.tree, b.mark.dir)))
 	}
 	if b.mark.setup != "" {
 		s.WriteString(r.ports.Replace(b.mark.setup) + "\n")
