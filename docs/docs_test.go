@@ -33,11 +33,13 @@
 //	env="K=V"         an environment variable for the block; repeatable
 //	setup="SHELL"     commands run first, unshown (a file the block expects in its directory)
 //	dir=PATH          the block's directory, within the session's
-//	needs=CMD,…       commands the block needs (python3, curl): without them it is skipped
+//	needs=CMD,…       what the block needs (python3, curl, node; git: a git checkout): without
+//	                  it the block's session is skipped
 //	http=any          curl may get any HTTP status (a reference of calls, some refused)
 //	output            this text block is the output of the shell block before it:
 //	  of=background   of the session's last background block instead (a serve's log); the
 //	                  harness waits until the output shows it before it stops the block
+//	  wait=REGEX      or only until this, for output that comes once the block is stopped
 //	  stream=S        stdout, stderr or both (the default: as a terminal shows them)
 //	  match=M         tail (the default: the output's last lines), exact, or anyorder (each line
 //	                  somewhere in the output: log lines)
@@ -148,6 +150,7 @@ type marker struct {
 	httpAny    bool
 	output     bool
 	of         string
+	wait       string
 	stream     string
 	match      string
 	vary       []string
@@ -167,6 +170,7 @@ func parsePage(file, text string) ([]*block, []string) {
 	lines := strings.Split(text, "\n")
 	var pending marker
 	pendingLine := 0
+	fenced := make([]bool, len(lines))
 	prevBlank, listy := true, false // the line before was blank; the paragraph before is a list's
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
@@ -204,6 +208,9 @@ func parsePage(file, text string) ([]*block, []string) {
 				errs = append(errs, fmt.Sprintf("%s: a fence is not closed", b))
 			}
 			b.text = strings.Join(body, "\n")
+			for k := b.line - 1; k <= i && k < len(lines); k++ {
+				fenced[k] = true
+			}
 			if b.lang == "" {
 				errs = append(errs, fmt.Sprintf("%s: a fenced block without a language: sh for commands, text for output", b))
 			}
@@ -233,8 +240,29 @@ func parsePage(file, text string) ([]*block, []string) {
 		}
 		prevBlank = blank
 	}
+	// go test commands in the text: checked as blocks marked parse are.
+	var prose strings.Builder
+	for k, l := range lines {
+		if !fenced[k] {
+			prose.WriteString(l)
+		}
+		prose.WriteString("\n")
+	}
+	text = prose.String()
+	for _, m := range inlineRe.FindAllStringSubmatchIndex(text, -1) {
+		cmd := strings.Join(strings.Fields(text[m[2]:m[3]]), " ")
+		if goTestRe.MatchString(cmd) {
+			blocks = append(blocks, &block{file: file, line: strings.Count(text[:m[0]], "\n") + 1, lang: "sh", text: cmd,
+				mark: marker{set: true, parse: "a command in the text"}})
+		}
+	}
 	return blocks, errs
 }
+
+var (
+	inlineRe = regexp.MustCompile("`([^`]+)`")
+	goTestRe = regexp.MustCompile(`^(?:[A-Z_][A-Z0-9_]*=\S+ )*go test `)
+)
 
 // add reads one marker comment's words.
 func (m *marker) add(s string) error {
@@ -256,7 +284,7 @@ func (m *marker) add(s string) error {
 			m.background = true
 		case "output":
 			m.output = true
-		case "timeout", "session", "ready", "parse", "ci", "replace", "env", "setup", "dir", "needs", "http", "of", "stream", "match", "vary":
+		case "timeout", "session", "ready", "parse", "ci", "replace", "env", "setup", "dir", "needs", "http", "of", "wait", "stream", "match", "vary":
 			if err := need(); err != nil {
 				return err
 			}
@@ -305,6 +333,11 @@ func (m *marker) add(s string) error {
 					return fmt.Errorf("doctest marker: of=%s: background (the session's last background block)", v)
 				}
 				m.of = v
+			case "wait":
+				if _, err := regexp.Compile(v); err != nil {
+					return fmt.Errorf("doctest marker: wait=%q: %v", v, err)
+				}
+				m.wait = v
 			case "stream":
 				if v != "stdout" && v != "stderr" && v != "both" {
 					return fmt.Errorf("doctest marker: stream=%s: stdout, stderr or both", v)
@@ -580,6 +613,8 @@ func newHarness(t *testing.T) *harness {
 		h.have[c] = err == nil
 	}
 	h.curl, _ = exec.LookPath("curl")
+	// .ci/build stamps the version only in a git checkout.
+	h.have["git"] = exec.Command("git", "-C", repo, "rev-parse", "HEAD").Run() == nil
 	return h
 }
 
@@ -617,8 +652,11 @@ func (h *harness) run(s *session, ciLine string) []string {
 		pairs = append(pairs, p, "127.0.0.1:"+strconv.Itoa(freePort()))
 	}
 	r.ports = strings.NewReplacer(pairs...)
-	if err := copyTree(filepath.Join(repo, "examples"), filepath.Join(tree, "examples"), r.ports); err != nil {
-		return []string{err.Error()}
+	runs := slices.ContainsFunc(s.blocks, func(b *block) bool { return b.mark.parse == "" && b.mark.ci == "" })
+	if runs {
+		if err := copyTree(filepath.Join(repo, "examples"), filepath.Join(tree, "examples"), r.ports); err != nil {
+			return []string{err.Error()}
+		}
 	}
 	defer r.stopAll()
 	var last, lastBg *process
@@ -656,8 +694,15 @@ func (h *harness) run(s *session, ciLine string) []string {
 		if g.out == nil || !g.out.b.mark.background {
 			continue
 		}
-		deadline := time.Now().Add(cmp(g.b.mark.timeout, defaultTimeout))
-		for time.Now().Before(deadline) && matchOutput(r.ports.Replace(g.b.text), g.out.pick(g.b.mark.stream), g.b.mark.match, g.b.mark.vary) != nil {
+		m := g.b.mark
+		shown := func() bool {
+			if m.wait != "" {
+				return regexp.MustCompile(m.wait).MatchString(g.out.pick(m.stream))
+			}
+			return matchOutput(r.ports.Replace(g.b.text), g.out.pick(m.stream), m.match, m.vary) == nil
+		}
+		deadline := time.Now().Add(cmp(m.timeout, defaultTimeout))
+		for !shown() && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
