@@ -4,14 +4,19 @@
 // bash, shell, console) as a reader would, each session of blocks in a fresh temporary
 // directory that holds a copy of examples/, against the duilie binary .ci/build makes:
 //
-//   - a block runs with bash -e -o pipefail; it must exit 0 within its timeout (default 15 s);
+//   - a block runs with bash -e -o pipefail and must exit 0 within its timeout (default 15 s);
 //   - a block whose lines start with "$ " is a transcript: each command runs on its own, and the
 //     lines after it are its output (stdout and stderr as a terminal shows them), exactly, with
 //     "# exit status N" at the end of its last line for a status other than 0;
 //   - a text block marked output is the output of the shell block before it, compared loosely
 //     (see match below);
-//   - every other shell block needs a marker saying what to do with it. A block neither run nor
-//     marked fails the test, as does a fence without a language or an indented code block.
+//   - a block that cannot run as it stands (a benchmark of minutes, a serve that runs until
+//     Ctrl-C, a reference of calls) says so with a marker; the test fails on one that would
+//     escape it: go test in an unmarked block, a command left running with &, a fence without
+//     a language, an indented code block;
+//   - go test commands in the text (`go test -run X ./pkg/`) are checked as parse blocks are.
+//
+// Sessions run six at a time; TestDocs/NAME (README.md#python, docs_cli.md:133) runs some.
 //
 // A marker is an HTML comment on the line before the fence (several may follow one another):
 //
@@ -1457,9 +1462,8 @@ func checkGoTest(cwd, verb string, args, env []string) error {
 		if !strings.HasPrefix(p, ".") {
 			return fmt.Errorf("%s: %s: the test knows only the repository's packages, by path", line, p)
 		}
-		if dir, ok := strings.CutSuffix(p, "/..."); ok || p == "..." {
+		if strings.HasSuffix(p, "/...") {
 			dirs = append(dirs, "") // a whole tree: nothing to say about its tests
-			_ = dir
 			continue
 		}
 		dir := filepath.Clean(inDir(cwd, p))
@@ -1487,19 +1491,19 @@ func checkGoTest(cwd, verb string, args, env []string) error {
 		sources += src
 	}
 	for _, name := range custom {
-		if sources != "" && !strings.Contains(sources, `flag.Bool("`+name+`"`) && !regexp.MustCompile(`flag\.\w+\("`+regexp.QuoteMeta(name)+`"`).MatchString(sources) {
+		if sources != "" && !regexp.MustCompile(`flag\.\w+\("`+regexp.QuoteMeta(name)+`"`).MatchString(sources) {
 			return fmt.Errorf("%s: -%s is not a flag of go test or of the package's tests", line, name)
 		}
 	}
-	for flag, prefixes := range map[string][]string{"run": {"Test", "Fuzz", "Example"}, "bench": {"Benchmark"}} {
-		pat, ok := flags[flag]
+	for name, prefixes := range map[string][]string{"run": {"Test", "Fuzz", "Example"}, "bench": {"Benchmark"}} {
+		pat, ok := flags[name]
 		if !ok || funcs == nil {
 			continue
 		}
 		first := splitTestPattern(pat)[0]
 		re, err := regexp.Compile(first)
 		if err != nil {
-			return fmt.Errorf("%s: -%s %s: %v", line, flag, pat, err)
+			return fmt.Errorf("%s: -%s %s: %v", line, name, pat, err)
 		}
 		if re.MatchString("") {
 			continue // ^$, .: nothing or everything
@@ -1511,7 +1515,7 @@ func checkGoTest(cwd, verb string, args, env []string) error {
 			}
 		}
 		if !found {
-			return fmt.Errorf("%s: -%s %s: no %s of %s is named so", line, flag, pat, strings.Join(prefixes, ", "), strings.Join(pkgs, " "))
+			return fmt.Errorf("%s: -%s %s: no %s of %s is named so", line, name, pat, strings.Join(prefixes, ", "), strings.Join(pkgs, " "))
 		}
 	}
 	if v, ok := flags["benchtime"]; ok {
