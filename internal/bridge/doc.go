@@ -38,6 +38,11 @@
 // Runner.Kill kills every running program's process group at once: duilie serve calls it on
 // a second SIGINT or SIGTERM, before it exits, so no program outlives the host.
 //
+// On Linux a program's process group also dies with the host, however the host dies (kill -9,
+// a panic): the program gets a parent-death signal, and a guard process (the host's own
+// executable, re-run with DUILIE_PROGRAM_GUARD=1, which this package's init recognises) kills
+// every group still running when the host's end of a pipe to it closes.
+//
 // A queue event's program has an empty stdin. Every line it writes to stdout or stderr is
 // logged, with the event id, the queue and the stream, up to Runner.MaxOutput (1 MiB) per
 // stream and event; the rest is read and dropped, and one WARN line says how many bytes. Its exit status decides the event:

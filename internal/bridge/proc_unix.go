@@ -9,9 +9,10 @@ import (
 )
 
 // setGroup makes the program the leader of a new process group, so that it and every process
-// it starts can be killed together.
+// it starts can be killed together; on Linux the kernel also kills it when its host dies.
 func setGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(cmd.SysProcAttr)
 }
 
 // killGroup kills the program's process group. The group's id is the program's pid, which the

@@ -58,6 +58,10 @@ func (p *Runner) Kill() {
 // track records a started program until the returned func is called; a program started after
 // Kill is killed at once.
 func (p *Runner) track(proc *os.Process) (untrack func()) {
+	guarded, err := guardGroup(proc.Pid) // killed even if this process dies (guard_linux.go)
+	if err != nil {
+		p.logger().Warn("a program's own processes may outlive this one if it is killed", "err", err)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.killed {
@@ -71,6 +75,7 @@ func (p *Runner) track(proc *os.Process) (untrack func()) {
 		p.mu.Lock()
 		delete(p.groups, proc)
 		p.mu.Unlock()
+		guarded()
 	}
 }
 
@@ -185,7 +190,7 @@ func (p *Runner) run(ev *duilie.Event, base, meta []string, stdin []byte, stdout
 	cmd.Stdout, cmd.Stderr = outW, errW
 
 	start := time.Now()
-	err = cmd.Start()
+	err = startLocked(cmd)
 	pipes.closeChildEnds()
 	if err != nil {
 		// The host's failure, not the program's: the event's report says so, and its messages
