@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -31,9 +30,13 @@ message on stderr and exits 1.`,
 			if batch && cmd.Flags().Changed("delay") {
 				return usageErr("--delay cannot be used with --batch: each item has its own delaySeconds")
 			}
-			in, err := io.ReadAll(cmd.InOrStdin())
+			limit := duilie.MaxBodyBytes
+			if batch {
+				limit = duilie.MaxBatchBytes
+			}
+			in, err := readStdin(cmd, limit)
 			if err != nil {
-				return &exitError{exitIOErr, fmt.Errorf("reading stdin: %w", err)}
+				return err
 			}
 			var out []byte
 			if batch {

@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +42,87 @@ func TestProgramsDieWithServe(t *testing.T) {
 				t.Fatalf("process %s of the program outlived serve's kill -9 by 5 s", pid)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// countingReader is n bytes of '[' (JSON text that never ends), counting what is read of it.
+type countingReader struct {
+	left int64
+	read atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), c.left)]
+	for i := range p {
+		p[i] = '['
+	}
+	c.left -= int64(len(p))
+	c.read.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// send, send-batch and check read stdin up to the input's limit and one byte more, then refuse
+// it with the size check's exception: 300 MB on stdin are never read, let alone held.
+func TestStdinBounded(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	for _, tc := range []struct {
+		args  []string
+		limit int64
+		want  string
+	}{
+		{[]string{"send", "--binding", "JOBS", "--config", cfg}, 128000, "消息体超过 128000 字节\n"},
+		{[]string{"send-batch", "--binding", "JOBS", "--config", cfg}, 1 << 20, "批量消息文字超过 1 MiB\n"},
+		{[]string{"check"}, 128000, "消息体超过 128000 字节\n"},
+		{[]string{"check", "--batch"}, 1 << 20, "批量消息文字超过 1 MiB\n"},
+	} {
+		t.Run(strings.Join(tc.args[:min(2, len(tc.args))], " "), func(t *testing.T) {
+			in := &countingReader{left: 300 << 20}
+			cmd := exec.Command(duilieBinary(t), tc.args...)
+			cmd.Stdin = in
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || stderr.String() != tc.want {
+				t.Fatalf("%v: %q, want exit 1 and %q", err, stderr.String(), tc.want)
+			}
+			// What was written is what the command read, plus what the pipe and the copy held.
+			if read := in.read.Load(); read > tc.limit+1+(1<<20) {
+				t.Errorf("%d bytes of stdin taken, for a limit of %d", read, tc.limit)
+			}
+			rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB
+			t.Logf("read %d bytes, peak RSS %d KiB", in.read.Load(), rss)
+			if rss > 150<<10 {
+				t.Errorf("peak RSS %d KiB", rss)
+			}
+		})
+	}
+}
+
+// A closed stdin, or one that cannot be read, is exit status 74; an empty one is an empty body.
+func TestStdinUnreadable(t *testing.T) {
+	t.Parallel()
+	bin := duilieBinary(t)
+	for _, tc := range []struct {
+		shell string
+		code  int
+		want  string
+	}{
+		{"exec %s check <&-", 74, "duilie: reading stdin: it is closed (give the input on stdin, or < /dev/null for none)\n"},
+		{"exec %s check < /", 74, "duilie: reading stdin: read /dev/stdin: is a directory\n"},
+		{"exec %s check < /dev/null", 1, "消息体不是有效的 JSON 文字\n"},
+	} {
+		cmd := exec.Command("sh", "-c", strings.Replace(tc.shell, "%s", bin, 1))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		_ = cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != tc.code || stderr.String() != tc.want {
+			t.Errorf("%s: exit %d, %q; want %d, %q", tc.shell, code, stderr.String(), tc.code, tc.want)
 		}
 	}
 }

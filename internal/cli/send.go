@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +34,7 @@ configuration; 69 the engine or cluster is unavailable.`,
 			if !cmd.Flags().Changed("binding") {
 				return usageErr("send needs --binding, the binding that names the queue")
 			}
-			return sendEvent(cmd, configPath, func(c *server.Client, in []byte) error {
+			return sendEvent(cmd, configPath, duilie.MaxBodyBytes, func(c *server.Client, in []byte) error {
 				return c.Send(cmd.Context(), binding, string(in), delay)
 			})
 		},
@@ -63,7 +62,7 @@ data directory itself; exit statuses are those of send.`,
 			if !cmd.Flags().Changed("binding") {
 				return usageErr("send-batch needs --binding, the binding that names the queue")
 			}
-			return sendEvent(cmd, configPath, func(c *server.Client, in []byte) error {
+			return sendEvent(cmd, configPath, duilie.MaxBatchBytes, func(c *server.Client, in []byte) error {
 				return c.SendBatch(cmd.Context(), binding, string(in))
 			})
 		},
@@ -73,17 +72,18 @@ data directory itself; exit statuses are those of send.`,
 	return c
 }
 
-// sendEvent runs send in one fetch-kind event of a client of the configuration, with stdin as
-// its input. The platform opens only when the event first resolves a binding, so a body that
-// fails its checks, or a binding that aborts, never touches the engine.
-func sendEvent(cmd *cobra.Command, configPath string, send func(c *server.Client, in []byte) error) error {
+// sendEvent runs send in one fetch-kind event of a client of the configuration, with stdin
+// (read up to limit, see readStdin) as its input. The platform opens only when the event first
+// resolves a binding, so a body that fails its checks, or a binding that aborts, never touches
+// the engine.
+func sendEvent(cmd *cobra.Command, configPath string, limit int, send func(c *server.Client, in []byte) error) error {
 	cfg, err := server.LoadConfig(configPath)
 	if err != nil {
 		return err
 	}
-	in, err := io.ReadAll(cmd.InOrStdin())
+	in, err := readStdin(cmd, limit)
 	if err != nil {
-		return &exitError{exitIOErr, fmt.Errorf("reading stdin: %w", err)}
+		return err
 	}
 	c, err := openClient(cmd.Context(), cfg)
 	if err != nil {
