@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -53,7 +54,7 @@ func (e *ConfigError) Error() string { return strings.Join(e.Mistakes, "\n") }
 // mistakes, and a setting a key leaves out gets its default. A file that is missing,
 // unreadable, not TOML, or has any mistake is a *ConfigError listing every mistake.
 func LoadConfig(path string) (*Config, error) {
-	text, err := os.ReadFile(path)
+	text, err := readConfigFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, &ConfigError{[]string{path + ": no such file (write one, or name it with --config)"}}
@@ -72,6 +73,20 @@ func LoadConfig(path string) (*Config, error) {
 		return parseWrangler(path, filepath.Dir(abs), text)
 	}
 	return ParseConfig(path, filepath.Dir(abs), text)
+}
+
+// readConfigFile reads the file at path, up to MaxConfigBytes and one more byte.
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	text, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err == nil && len(text) > MaxConfigBytes {
+		err = fmt.Errorf("over %d bytes: a configuration file is at most 1 MiB", MaxConfigBytes)
+	}
+	return text, err
 }
 
 // SetPlatform sets one key of the [platform] table as duilie.toml would (value as TOML decodes
@@ -130,6 +145,9 @@ func (cfg *Config) openPlatform(ctx context.Context, owner bool, log *slog.Logge
 // ParseConfig checks the TOML text of a configuration file named file (for messages) whose
 // relative paths start at dir, as LoadConfig does.
 func ParseConfig(file, dir string, text []byte) (*Config, error) {
+	if m := nestingMistake(file, text, true); m != "" {
+		return nil, &ConfigError{[]string{m}}
+	}
 	var raw map[string]any
 	if _, err := toml.Decode(string(text), &raw); err != nil {
 		var pe toml.ParseError

@@ -54,6 +54,8 @@ func parseWrangler(file, dir string, text []byte) (*Config, error) {
 			return nil, &ConfigError{[]string{file + ": must be a JSON object, as wrangler's configuration is"}}
 		}
 		raw = m
+	} else if m := nestingMistake(file, text, true); m != "" {
+		return nil, &ConfigError{[]string{m}}
 	} else if _, err := toml.Decode(string(text), &raw); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
@@ -185,6 +187,9 @@ func decodeJSONC(text []byte) (any, error) {
 	stripped, err := StripJSONC(text)
 	if err != nil {
 		return nil, err
+	}
+	if line := tooDeep(stripped, MaxConfigDepth, false); line > 0 {
+		return nil, fmt.Errorf("line %d: arrays and objects nest more than %d deep", line, MaxConfigDepth)
 	}
 	d := json.NewDecoder(bytes.NewReader(stripped))
 	d.UseNumber()

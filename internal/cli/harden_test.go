@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -123,6 +125,42 @@ func TestStdinUnreadable(t *testing.T) {
 		_ = cmd.Run()
 		if code := cmd.ProcessState.ExitCode(); code != tc.code || stderr.String() != tc.want {
 			t.Errorf("%s: exit %d, %q; want %d, %q", tc.shell, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+}
+
+// A configuration nested without bound is refused before it is parsed (exit 78), as is a data
+// directory reached through another user's symbolic link.
+func TestConfigRefusedEarly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	deep := filepath.Join(dir, "deep.toml")
+	os.WriteFile(deep, []byte("x = "+strings.Repeat("{a=", 100000)+"1"+strings.Repeat("}", 100000)+"\n"), 0o644)
+	r := runDuilie(t, "", nil, "queues", "--config", deep)
+	if want := deep + ": line 1: arrays and tables nest more than 32 deep\n"; r.code != 78 || r.stderr != want {
+		t.Errorf("a 100,000-deep configuration: %+v, want 78 and %q", r, want)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the rest needs root, to make a symbolic link another user owns")
+	}
+	real := filepath.Join(dir, "real")
+	link := filepath.Join(dir, "theirs")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e2eConfig(t, 30000, 1000)
+	text, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, append(text, fmt.Sprintf("\n[platform]\ndata_dir = %q\n", link)...), 0o644)
+	for _, args := range [][]string{{"queues"}, {"send", "--binding", "JOBS"}} {
+		r = runDuilie(t, `{}`, nil, append(args, "--config", cfg)...)
+		if r.code != 78 || !strings.Contains(r.stderr, link+" is a symbolic link that belongs to uid 65534, not to you (uid 0) or root") {
+			t.Errorf("%s through another user's link: %+v", args[0], r)
 		}
 	}
 }

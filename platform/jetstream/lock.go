@@ -36,9 +36,13 @@ func (e *unsafeError) Error() string        { return e.err.Error() }
 func (e *unsafeError) Is(target error) bool { return target == errUnsafe }
 
 // lockDataDir creates dir (mode 0700) if needed and locks it. The directory and its LOCK must
-// be private to this user (see private). A serve record left by a holder that has gone
-// (killed, say) is stale once the lock is free, and is removed.
+// be private to this user (see private), and so must every symbolic link on the way to it (see
+// linksPrivate). A serve record left by a holder that has gone (killed, say) is stale once the
+// lock is free, and is removed.
 func lockDataDir(dir string) (*dirLock, error) {
+	if err := linksPrivate(dir); err != nil {
+		return nil, &unsafeError{err}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}

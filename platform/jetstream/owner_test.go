@@ -140,3 +140,41 @@ func TestDataDirCaptured(t *testing.T) {
 		t.Errorf("connected %d times to the other user's server", n)
 	}
 }
+
+// A data directory reached through a symbolic link another user owns is refused, wherever the
+// link is on the way (the directory itself, a directory above it, a link a link points to):
+// its owner could point it at a directory of their own. Links of this user or of root are
+// followed.
+func TestDataDirThroughAnothersLink(t *testing.T) {
+	needRoot(t)
+	t.Parallel()
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := func(name, target string, uid int) string {
+		path := filepath.Join(base, name)
+		if err := os.Symlink(target, path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(path, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	theirs := link("theirs", real, nobody)
+	openRefused(t, theirs, theirs, "is a symbolic link that belongs to uid 65534")
+	openRefused(t, filepath.Join(theirs, "sub"), theirs, "name the real directory in data_dir")
+	mine := link("mine", "theirs/sub", 0) // relative, through theirs
+	openRefused(t, mine, theirs, "uid 65534")
+	if _, err := os.Stat(filepath.Join(real, "sub")); err == nil {
+		t.Error("a directory was made through the other user's link")
+	}
+	ours := link("ours", "real", 0)
+	p := open(t, Config{DataDir: filepath.Join(ours, "..", "ours", "d")})
+	p.Close()
+	if _, err := os.Stat(filepath.Join(real, "d", lockFileName)); err != nil {
+		t.Errorf("through a link of this user's: %v", err)
+	}
+}

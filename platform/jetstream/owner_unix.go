@@ -3,8 +3,12 @@
 package jetstream
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -29,3 +33,60 @@ func private(path string, info os.FileInfo) error {
 
 // noFollow opens a file without following a final symbolic link.
 const noFollow = syscall.O_NOFOLLOW
+
+// maxLinks bounds the symbolic links followed in one path, as the kernel's ELOOP does.
+const maxLinks = 40
+
+// linksPrivate reports why a symbolic link on the way to dir cannot be trusted, or nil. It
+// resolves dir as the kernel does, component by component, and each link met on the way (in
+// dir itself or in a link's target) must belong to the user running duilie or to root: the
+// owner of a link can point it elsewhere at any time, to a directory of their own, and a
+// directory checked once would then not be the one used. Components that do not exist yet
+// are created as directories, not links, and end the walk.
+func linksPrivate(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	uid := uint32(os.Geteuid())
+	pending := strings.Split(abs, string(filepath.Separator))
+	cur, links := string(filepath.Separator), 0
+	for len(pending) > 0 {
+		c := pending[0]
+		pending = pending[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		info, err := os.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if info.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != uid && st.Uid != 0 {
+			return fmt.Errorf("%s is a symbolic link that belongs to uid %d, not to you (uid %d) or root: its owner could point it at a directory of their own; name the real directory in data_dir", next, st.Uid, uid)
+		}
+		if links++; links > maxLinks {
+			return fmt.Errorf("%s: too many levels of symbolic links", dir)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return err
+		}
+		if filepath.IsAbs(target) {
+			cur = string(filepath.Separator)
+		}
+		pending = append(strings.Split(target, string(filepath.Separator)), pending...)
+	}
+	return nil
+}
