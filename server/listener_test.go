@@ -214,6 +214,10 @@ func TestFetchConcurrency(t *testing.T) {
 	srv, out, rep, log := programServer(t, func(cfg *server.Config) {
 		cfg.MaxFetchConcurrency, cfg.TimeLimit = 4, limit
 		cfg.Command = []string{"./fetch.sh", cfg.Command[2]} // a shell starts in a moment, even under load
+		// Room for every connection: at the cap (256) a connection whose client has not sent
+		// its request after 250 ms may be closed for a new one, and 300 clients in this process
+		// can be that slow on a loaded machine; the cap is TestFetchSlowConnections's.
+		server.SetListenerBounds(cfg, bounded.Config{MaxConns: 1024})
 	})
 	url := "http://" + srv.FetchAddr()
 	type result struct {

@@ -58,10 +58,15 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxConns is how many connections may be open at once; 0 means 256. A connection beyond
 	// it first closes the connection that has been idle (kept alive between requests) the
-	// longest, if there is one, as nginx does when it runs out of connections; otherwise it
-	// waits in the kernel's queue, holding no file descriptor of this process, until one
-	// closes. (A request sent on a kept-alive connection just as it is closed is lost to its
-	// client, which retries it if it may, as with any keep-alive timeout.)
+	// longest, if there is one, as nginx does when it runs out of connections; otherwise the
+	// one that has been sending its request's headers the longest, if that has taken
+	// SlowHeaders or more and the end of its headers is not waiting to be read (a real client
+	// sends its headers in one go; a slow-connection flood never finishes them); otherwise it waits in the kernel's queue, holding no file
+	// descriptor of this process, until one closes or becomes one of those. So a flood of
+	// connections that hold their headers back costs each of them SlowHeaders at the cap, not
+	// HeaderTimeout, and requests behind it are served. (A request sent on a kept-alive connection just as
+	// it is closed is lost to its client, which retries it if it may, as with any keep-alive
+	// timeout.)
 	MaxConns int
 	// MaxHeaderBytes bounds a request's header block; 0 means 64 KiB. A bigger one is answered
 	// 431 without reaching Handler.
@@ -71,9 +76,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// SlowHeaders is how long a connection may have been sending its request's headers before,
+// at the connection cap, a new connection may close it (see Config.MaxConns).
+const SlowHeaders = 250 * time.Millisecond
+
 // Server is an HTTP server listening with the bounds of its Config.
 type Server struct {
 	srv  *http.Server
+	lim  *limited
 	addr net.Addr
 	done chan struct{}
 }
@@ -92,11 +102,12 @@ func Listen(cfg Config) (*Server, error) {
 		cfg.Logger.Warn("listening beyond loopback: every host that can reach this address can use it",
 			"listener", cfg.Name, "addr", ln.Addr().String())
 	}
-	s := &Server{addr: ln.Addr(), done: make(chan struct{})}
 	lim := limitListener(ln, cfg.MaxConns)
+	s := &Server{addr: ln.Addr(), lim: lim, done: make(chan struct{})}
 	s.srv = &http.Server{
 		ConnState:         lim.track,
-		Handler:           progress(cfg.Handler, cfg.WriteTimeout),
+		ConnContext:       lim.connContext,
+		Handler:           lim.handling(progress(cfg.Handler, cfg.WriteTimeout)),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		ReadTimeout:       cfg.HeaderTimeout + cfg.BodyTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
@@ -244,10 +255,11 @@ func (p *progressWriter) Flush() {
 func (p *progressWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 
 // limitListener keeps at most n connections open at a time. When all n are open, Accept
-// closes the connection idle the longest, if any, and otherwise waits for one to close.
+// closes the connection idle the longest, or the one slowest to send its headers, if any, and
+// otherwise waits for one to close or to become either.
 func limitListener(ln net.Listener, n int) *limited {
 	return &limited{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{}),
-		idled: make(chan struct{}, 1), idle: map[net.Conn]time.Time{}}
+		idled: make(chan struct{}, 1), idle: map[net.Conn]stamp{}, reading: map[net.Conn]stamp{}}
 }
 
 type limited struct {
@@ -257,46 +269,130 @@ type limited struct {
 	idled     chan struct{} // a connection became idle: one Accept waiting at the cap may close it
 	closeOnce sync.Once
 
-	mu   sync.Mutex
-	idle map[net.Conn]time.Time // kept-alive connections between requests, since when
+	mu      sync.Mutex
+	stamps  uint64             // stamps handed out
+	idle    map[net.Conn]stamp // kept-alive connections between requests, since when
+	reading map[net.Conn]stamp // connections sending a request's headers, since when
 }
 
-// track follows each connection's state (http.Server.ConnState).
+// stamp is when a connection became idle or began its headers; n orders stamps of one instant.
+type stamp struct {
+	at time.Time
+	n  uint64
+}
+
+func (l *limited) now() stamp {
+	l.stamps++
+	return stamp{time.Now(), l.stamps}
+}
+
+// track follows each connection's state (http.Server.ConnState). A new connection, and an
+// idle one that has begun its next request, are reading headers until their handler starts.
 func (l *limited) track(c net.Conn, state http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if state == http.StateIdle {
-		l.idle[c] = time.Now()
+	switch state {
+	case http.StateIdle:
+		delete(l.reading, c)
+		l.idle[c] = l.now()
 		select {
 		case l.idled <- struct{}{}:
 		default:
 		}
-	} else {
+	case http.StateNew, http.StateActive:
+		if _, was := l.idle[c]; was || state == http.StateNew {
+			l.reading[c] = l.now()
+		}
 		delete(l.idle, c)
+	default:
+		delete(l.idle, c)
+		delete(l.reading, c)
 	}
 }
 
-// closeIdlest closes the connection idle the longest, and reports whether there was one.
-func (l *limited) closeIdlest() bool {
+type connKey struct{}
+
+// connContext puts the connection in its requests' contexts, for handling.
+func (l *limited) connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// handling marks a request's connection as done with its headers when its handler starts.
+func (l *limited) handling(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+			l.mu.Lock()
+			delete(l.reading, c)
+			l.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// closeOne closes the connection idle the longest, or else the one that has been reading its
+// headers the longest if that is SlowHeaders or more, and reports whether it closed one; if
+// not, wait is how long until a connection reading headers now would be closed (0: none).
+func (l *limited) closeOne() (closed bool, wait time.Duration) {
 	l.mu.Lock()
-	var oldest net.Conn
-	var since time.Time
-	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
-			oldest, since = c, t
+	victim, _ := oldest(l.idle)
+	if victim != nil {
+		delete(l.idle, victim)
+	} else if victim, wait = l.slowestSender(); victim != nil {
+		delete(l.reading, victim)
+	}
+	l.mu.Unlock()
+	if victim == nil {
+		return false, wait
+	}
+	_ = victim.Close()
+	return true, 0
+}
+
+// slowestSender is the connection that has been sending its request's headers the longest, if
+// that is SlowHeaders or more and its client is the slow one: the end of its headers is not
+// waiting to be read (a server too busy to read a whole request at once does not count against
+// its client). Else it returns how long until one could be. l.mu is held.
+func (l *limited) slowestSender() (net.Conn, time.Duration) {
+	var skip map[net.Conn]bool // looked at, and not to be closed
+	for {
+		// The oldest not looked at yet: usually it qualifies, so no sort.
+		var c net.Conn
+		var r stamp
+		for k, s := range l.reading {
+			if !skip[k] && (c == nil || s.n < r.n) {
+				c, r = k, s
+			}
+		}
+		if c == nil {
+			return nil, SlowHeaders // none, or all waiting for the server: look again later
+		}
+		if age := time.Since(r.at); age < SlowHeaders {
+			return nil, SlowHeaders - age // and every other one is younger
+		}
+		if !headersWaiting(c) {
+			return c, 0
+		}
+		if skip == nil {
+			skip = map[net.Conn]bool{}
+		}
+		skip[c] = true
+	}
+}
+
+func oldest(m map[net.Conn]stamp) (net.Conn, stamp) {
+	var c net.Conn
+	var since stamp
+	for k, t := range m {
+		if c == nil || t.n < since.n {
+			c, since = k, t
 		}
 	}
-	delete(l.idle, oldest)
-	l.mu.Unlock()
-	if oldest == nil {
-		return false
-	}
-	_ = oldest.Close()
-	return true
+	return c, since
 }
 
 // Accept takes the next connection, then a slot for it: at the cap it closes the connection
-// idle the longest, or waits, holding this one connection, for one to close.
+// idle the longest, or the slowest to send its headers, or waits, holding this one
+// connection, for one to close or to become either.
 func (l *limited) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
@@ -308,16 +404,27 @@ func (l *limited) Accept() (net.Conn, error) {
 			return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
 		default:
 		}
-		if l.closeIdlest() {
+		closed, wait := l.closeOne()
+		if closed {
 			continue
+		}
+		var slow <-chan time.Time
+		var t *time.Timer
+		if wait > 0 {
+			t = time.NewTimer(wait)
+			slow = t.C
 		}
 		select {
 		case l.slots <- struct{}{}:
 			return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
 		case <-l.idled:
+		case <-slow:
 		case <-l.closed:
 			c.Close()
 			return nil, net.ErrClosed
+		}
+		if t != nil {
+			t.Stop()
 		}
 	}
 }

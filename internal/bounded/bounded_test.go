@@ -59,6 +59,24 @@ func dial(t *testing.T, s *Server) net.Conn {
 	return c
 }
 
+// waitIdle waits until n of s's connections are idle.
+func waitIdle(t *testing.T, s *Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.lim.mu.Lock()
+		idle := len(s.lim.idle)
+		s.lim.mu.Unlock()
+		if idle >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections idle after 10 s, want %d", idle, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // closedWithin waits until the server closes c, and says how long after start that was.
 func closedWithin(t *testing.T, c net.Conn, start time.Time, limit time.Duration) time.Duration {
 	t.Helper()
@@ -185,27 +203,60 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
-// Connections beyond MaxConns wait until one closes; then they are served.
+// Connections beyond MaxConns, while every connection has a request in progress, wait until
+// one closes; then they are served.
 func TestMaxConns(t *testing.T) {
 	t.Parallel()
-	s, _ := serve(t, Config{Handler: ok, MaxConns: 3})
+	release := make(chan struct{})
+	s, _ := serve(t, Config{MaxConns: 3, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	})})
 	var held []net.Conn
 	for range 3 {
-		held = append(held, dial(t, s)) // connected, no request yet: not idle, so kept
+		c := dial(t, s)
+		fmt.Fprintf(c, "GET /hold HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		held = append(held, c)
 	}
-	client := &http.Client{Timeout: 300 * time.Millisecond}
+	client := &http.Client{Timeout: SlowHeaders + 300*time.Millisecond}
 	url := "http://" + s.Addr().String() + "/"
 	if resp, err := client.Get(url); err == nil {
 		resp.Body.Close()
-		t.Fatal("a fourth connection was served while three were open")
+		t.Fatal("a fourth connection was served while three requests ran")
 	}
-	held[0].Close()
+	close(release)
 	client.Timeout = 10 * time.Second
 	resp, err := client.Get(url)
 	if err != nil {
-		t.Fatalf("once a connection closed: %v", err)
+		t.Fatalf("once the requests answered: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// At the cap, with no idle connection, a new connection closes the one that has been sending
+// its headers the longest, once that is SlowHeaders: a slow-connection flood costs each of its
+// connections SlowHeaders, not the header timeout. A younger one is left alone.
+func TestMaxConnsClosesSlowHeaders(t *testing.T) {
+	t.Parallel()
+	s, _ := serve(t, Config{Handler: ok, MaxConns: 2})
+	older := dial(t, s)
+	fmt.Fprintf(older, "GET / HTTP/1.1\r\nHost: x\r\n") // and no more
+	younger := dial(t, s)
+	fmt.Fprintf(younger, "GET / HTTP/1.1\r\n")
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + s.Addr().String() + "/")
+	if err != nil {
+		t.Fatalf("a third connection while two held their headers back: %v", err)
+	}
+	resp.Body.Close()
+	closedWithin(t, older, time.Now(), 10*time.Second)
+	_ = younger.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	var ne net.Error
+	if _, err := younger.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("the younger connection was closed too: %v", err)
+	}
 }
 
 // At the cap, a new connection closes the one idle (kept alive after its response) the
@@ -214,7 +265,7 @@ func TestMaxConnsClosesIdle(t *testing.T) {
 	t.Parallel()
 	s, _ := serve(t, Config{Handler: ok, MaxConns: 2})
 	var kept []net.Conn
-	for range 2 {
+	for i := range 2 {
 		c := dial(t, s)
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -223,6 +274,9 @@ func TestMaxConnsClosesIdle(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		kept = append(kept, c)
+		// The server marks a connection idle a moment after its response: wait for it, so
+		// that the first is idle the longer.
+		waitIdle(t, s, i+1)
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Get("http://" + s.Addr().String() + "/")
