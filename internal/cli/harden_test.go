@@ -164,3 +164,31 @@ func TestConfigRefusedEarly(t *testing.T) {
 		}
 	}
 }
+
+// After kill -9 of serve on the embedded engine, the message that was in flight is delivered
+// again within 5 s of the next serve's start, with attempts 2, though its ack wait (max_batch_timeout
+// + time_limit_ms + 30 s) is 90 s: the serve that holds the data directory knows no other
+// consumer exists.
+func TestServeKilledInFlightBack(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 60000, 30000)
+	appLog, env := appLogEnv(t)
+	s := startServe(t, cfg, env...)
+	if r := runDuilie(t, `{"name":"inflight","sleep_ms":60000}`, nil, "send", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+		t.Fatalf("send: %+v", r)
+	}
+	waitAppLog(t, appLog, `pids inflight \d+ \d+`, 1)
+	// In flight for over a second: JetStream writes a consumer's state a moment after a delivery,
+	// and one made just before a crash comes back as never delivered (attempts 1).
+	time.Sleep(1200 * time.Millisecond)
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s.done
+	restarted := time.Now()
+	s = startServe(t, cfg, env...)
+	waitAppLogFor(t, appLog, `done inflight attempts=2`, 1, 5*time.Second-time.Since(restarted))
+	s.waitLog(`msg="jetstream: messages a stopped process left in flight are delivered again" queue=jobs messages=1`, 1)
+	s.stop()
+}
+

@@ -33,6 +33,10 @@ func (embeddedHarness) Restart(ctx context.Context, p platform.Platform) (platfo
 	return restart(ctx, p)
 }
 
+// ReclaimsFlights: the embedded engine's process holds its data directory, so what was in flight
+// at a restart is delivered again at once (reclaim.go).
+func (embeddedHarness) ReclaimsFlights() bool { return true }
+
 // clusterHarness connects each test to its own account of one 3-node cluster, with R3 streams.
 type clusterHarness struct{ tc *testCluster }
 

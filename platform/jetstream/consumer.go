@@ -90,6 +90,9 @@ func newConsumer(ctx context.Context, q *queue, opts platform.ConsumerOptions) (
 	if err := ensureConsumer(ctx, q.p.js, q.name, ackWait); err != nil {
 		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
 	}
+	if _, err := q.p.reclaimFlights(ctx, q.name); err != nil {
+		return nil, err
+	}
 	nc := q.p.nc
 	c := &consumer{q: q, nc: nc, inbox: nc.NewInbox(), ackWait: ackWait, flying: map[uint64]flight{},
 		next: "$JS.API.CONSUMER.MSG.NEXT." + streamName(q.name) + "." + consumerName}

@@ -279,8 +279,11 @@ func TestCrashRecovery(t *testing.T) {
 	}
 }
 
+// crashRound runs one kill and restart. The ack wait is a minute, as with serve's defaults:
+// what was in flight at the kill must come back within 5 s of the restart all the same
+// (reclaim.go), not when the ack wait ends.
 func crashRound(t *testing.T) {
-	const ackWait, delay = 3 * time.Second, 4
+	const ackWait, delay = time.Minute, 4
 	dir := t.TempDir()
 	run := time.Second
 	if soak() {
@@ -331,10 +334,11 @@ func crashRound(t *testing.T) {
 	t.Logf("first child: %d sent, %d settled, %d in flight, %d delayed or retried, killed after %v",
 		len(sent), len(settledAt), len(inFlight), len(due), run)
 
+	restarted := time.Now()
 	second := startChild(t, "recover", dir, ackWait, delay)
 	// The second child has seen everything once every sent message was settled by the first
 	// or delivered to it, and the last due time has passed.
-	lastDue := killed.Add(ackWait)
+	lastDue := restarted.Add(5 * time.Second)
 	for _, d := range due {
 		if d.After(lastDue) {
 			lastDue = d
@@ -394,6 +398,7 @@ func crashRound(t *testing.T) {
 
 	if len(missing) > 0 {
 		t.Errorf("%d successful sends never delivered after the crash, e.g. %v", len(missing), missing[:min(5, len(missing))])
+		describeMissing(t, dir, missing)
 	}
 	// A batch is all or nothing across the crash: one the kill cut off after its envelope was
 	// stored is completed when the second child opens the engine.
@@ -409,14 +414,11 @@ func crashRound(t *testing.T) {
 			}
 		}
 	}
-	// In-flight messages come back after their ack wait, with attempts + 1. JetStream keeps a
-	// delivery's time in whole seconds and writes the consumer's state a moment after the fact,
-	// so after a crash the wait may end up to 1.5 s early, and a message delivered in the last
-	// second before the crash may come back at once, its delivery forgotten (same attempts).
-	restarted := killed
-	if l := second.snapshot(); len(l) > 0 {
-		restarted = ms(l[0][len(l[0])-1])
-	}
+	// In-flight messages come back within 5 s of the restart, with attempts + 1, though the ack
+	// wait is a minute. JetStream writes the consumer's state a moment after the fact, so a
+	// message delivered in the last second before the crash may come back as never delivered
+	// (same attempts).
+	var slowest time.Duration
 	for b, at := range inFlight {
 		l, ok := gotLater[b]
 		if !ok {
@@ -424,12 +426,21 @@ func crashRound(t *testing.T) {
 			continue
 		}
 		again := ms(l[3])
-		if at.After(killed.Add(-time.Second)) {
-			continue
+		slowest = max(slowest, again.Sub(restarted))
+		if again.After(restarted.Add(5*time.Second)) || l[2] != "2" && at.Before(killed.Add(-time.Second)) {
+			t.Errorf("%s, in flight at the kill (delivered %v before it), came back %v after the restart, attempts %s",
+				b, killed.Sub(at), again.Sub(restarted), l[2])
 		}
-		if l[2] != "2" || again.Before(at.Add(ackWait-1500*time.Millisecond)) || again.After(laterOf(at.Add(ackWait), restarted).Add(2*time.Second)) {
-			t.Errorf("%s, in flight at the kill (delivered %v before it), came back %v after its delivery (ack wait %v), attempts %s",
-				b, killed.Sub(at), again.Sub(at), ackWait, l[2])
+	}
+	t.Logf("%d in flight at the kill, all back within %v of the restart", len(inFlight), slowest.Round(time.Millisecond))
+	// A delayed or retried message is never early, and at most a second late, counted from when
+	// it was due or, if the second child was still working through the backlog the first left
+	// (the messages sent without delay and not settled), from when it got the last of them: a
+	// message that comes due joins the end of the queue.
+	caughtUp := restarted
+	for b, l := range gotLater {
+		if _, delayed := due[b]; !delayed {
+			caughtUp = laterOf(caughtUp, ms(l[3]))
 		}
 	}
 	for b, d := range due {
@@ -441,9 +452,46 @@ func crashRound(t *testing.T) {
 			t.Errorf("%s, due at %v, never came back", b, d.Sub(killed))
 			continue
 		}
-		if at := ms(l[3]); at.Before(d) || at.After(d.Add(time.Second)) {
-			t.Errorf("%s due %v after the kill arrived %v after it", b, d.Sub(killed), at.Sub(killed))
+		if at := ms(l[3]); at.Before(d) || at.After(laterOf(d, caughtUp).Add(time.Second)) {
+			t.Errorf("%s due %v after the kill arrived %v after it (the backlog was delivered %v after it)", b, d.Sub(killed), at.Sub(killed), caughtUp.Sub(killed))
 		}
 	}
-	t.Logf("second child: %d delivered", len(gotLater))
+	t.Logf("second child: %d delivered, the backlog within %v of the restart", len(gotLater), caughtUp.Sub(restarted).Round(time.Millisecond))
+}
+
+// describeMissing logs where the messages missing after a crash are: still stored (in which
+// state), or gone; and the queue's consumer state.
+func describeMissing(t *testing.T, dir string, missing []string) {
+	p, err := Open(context.Background(), Config{DataDir: dir, Logger: quiet})
+	if err != nil {
+		t.Logf("reopen: %v", err)
+		return
+	}
+	defer p.Close()
+	if ci, err := p.js.Consumer(context.Background(), streamName("q"), consumerName); err == nil {
+		i := ci.CachedInfo()
+		t.Logf("consumer: delivered %+v, ack floor %+v, %d pending, %d ack pending", i.Delivered, i.AckFloor, i.NumPending, i.NumAckPending)
+	}
+	want := map[string]bool{}
+	for _, b := range missing {
+		want[b] = true
+	}
+	cursor := ""
+	for {
+		page, err := p.Browse(context.Background(), "q", platform.BrowseOptions{Limit: 1000, Cursor: cursor})
+		if err != nil {
+			t.Logf("browse: %v", err)
+			return
+		}
+		for _, m := range page.Messages {
+			if want[string(m.Body)] {
+				t.Logf("missing %s is stored: %s, attempts %d", m.Body, m.State, m.Attempts)
+				delete(want, string(m.Body))
+			}
+		}
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	t.Logf("%d of the missing are not stored", len(want))
 }

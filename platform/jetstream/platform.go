@@ -73,6 +73,8 @@ type Platform struct {
 	room    diskRoom                  // what roomFor last saw of the disk
 	acks    atomic.Pointer[batchAcks] // acknowledgements of sends and batches (puback.go); made at the first
 	drops   *envelopeDrops            // deletions of finished batches' envelopes (drop.go); made at the first batch
+
+	reclaimed sync.Map // queues whose deliveries left by a stopped process were nakked (reclaim.go)
 }
 
 var (

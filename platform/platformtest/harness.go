@@ -71,3 +71,13 @@ type Restarter interface {
 	// returns the new platform. The suite closes it.
 	Restart(ctx context.Context, p platform.Platform) (platform.Platform, error)
 }
+
+// Reclaimer is implemented by a Restarter whose restarted platform is the only consumer of its
+// store, as the embedded engine is (it holds its data directory's lock): a message left in flight
+// before the restart is delivered again as soon as a consumer starts, with attempts + 1, not
+// when its ack wait ends. Without it the restart test expects the ack wait.
+type Reclaimer interface {
+	Restarter
+	// ReclaimsFlights reports whether the platforms it restarts do.
+	ReclaimsFlights() bool
+}
