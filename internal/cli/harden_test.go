@@ -192,3 +192,46 @@ func TestServeKilledInFlightBack(t *testing.T) {
 	s.stop()
 }
 
+// 20 bytes flipped inside one message's record while nothing runs: queues reports the message
+// lost with its sequence (exit 74), serve logs an ERROR at its start and delivers the 19 others,
+// and the lost message is no longer counted as ready.
+func TestQueuesDamagedRecord(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	var items []string
+	for i := range 20 {
+		items = append(items, fmt.Sprintf(`{"body":{"name":"r%d","pad":"%s"}}`, i, strings.Repeat("x", 100)))
+	}
+	if r := runDuilie(t, "["+strings.Join(items, ",")+"]", nil, "send-batch", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+		t.Fatalf("send-batch: %+v", r)
+	}
+	blk := filepath.Join(filepath.Dir(cfg), ".duilie", "jetstream", "$G", "streams", "DUILIE_jobs", "msgs", "1.blk")
+	b, err := os.ReadFile(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, []byte(`"name":"r10"`))
+	for k := range 20 {
+		b[at+k] ^= 0xff
+	}
+	os.WriteFile(blk, b, 0o600)
+
+	r := runDuilie(t, "", nil, "queues", "--config", cfg)
+	m := regexp.MustCompile(`^duilie: queue jobs: 1 message lost \(sequence (\d+)\), its stored records do not match their checksums \(1\.blk at byte \d+\)`).FindStringSubmatch(r.stderr)
+	if r.code != 74 || m == nil || !regexp.MustCompile(`(?m)^jobs\s+19\s+0\s+0\s+1\s+no\s+-$`).MatchString(r.stdout) {
+		t.Fatalf("queues after a damaged record: %+v", r)
+	}
+	appLog, env := appLogEnv(t)
+	s := startServe(t, cfg, env...)
+	s.waitLog(`level=ERROR msg="queue damaged: messages lost" queue=jobs lost=1 damage="1 message lost \(sequence `+m[1]+`\)`, 1)
+	s.waitAcked(19)
+	waitAppLog(t, appLog, `done r\d+ attempts=1`, 19)
+	s.stop()
+	if got, _ := os.ReadFile(appLog); strings.Contains(string(got), "r10") {
+		t.Errorf("the damaged message was delivered:\n%s", got)
+	}
+	r = runDuilie(t, "", nil, "queues", "--config", cfg)
+	if r.code != 74 || !regexp.MustCompile(`(?m)^jobs\s+0\s+0\s+0\s+1\s+no\s+-$`).MatchString(r.stdout) {
+		t.Errorf("queues once the rest was consumed: %+v", r)
+	}
+}

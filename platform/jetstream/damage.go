@@ -47,6 +47,31 @@ type mark struct {
 	First   uint64      `json:"first_seq"`
 	Last    uint64      `json:"last_seq"`
 	Deleted [][2]uint64 `json:"deleted,omitempty"` // sequences between First and Last no longer there, as ranges
+	// Blocks are the stream's block files, by name: their size and modification time (Unix
+	// ns). The next open checks the records of those that changed (records.go).
+	Blocks map[string][2]int64 `json:"blocks,omitempty"`
+}
+
+// blockStamps are the size and modification time of each block file.
+func blockStamps(blocks []blockFile) map[string][2]int64 {
+	out := make(map[string][2]int64, len(blocks))
+	for _, b := range blocks {
+		out[filepath.Base(b.path)] = [2]int64{b.info.Size(), b.info.ModTime().UnixNano()}
+	}
+	return out
+}
+
+// changedBlocks are the block files whose stamp is not the one recorded.
+func changedBlocks(blocks []blockFile, recorded map[string][2]int64) []blockFile {
+	now := blockStamps(blocks)
+	var out []blockFile
+	for _, b := range blocks {
+		name := filepath.Base(b.path)
+		if was, ok := recorded[name]; !ok || was != now[name] {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // finding is one loss found in a queue, or the reason its stream cannot be loaded.
@@ -57,6 +82,8 @@ type finding struct {
 	Unloadable string    `json:"unloadable,omitempty"` // why the stream is not loaded
 	How        string    `json:"how"`                  // how it was found
 	Found      time.Time `json:"found"`
+	// Records are lost messages whose damaged records the engine still counts (records.go).
+	Records []lostRecord `json:"records,omitempty"`
 }
 
 func (f finding) same(g finding) bool {
@@ -69,10 +96,17 @@ func (f finding) describe() string {
 		return "its stored messages cannot be loaded (" + f.Unloadable + "); restore its files, or move its directory aside, then delete lost.json"
 	}
 	span := ""
-	if f.First > 0 {
+	switch {
+	case f.First > 0 && f.First == f.Last:
+		span = fmt.Sprintf(" (sequence %d)", f.First)
+	case f.First > 0:
 		span = fmt.Sprintf(" (sequences %d–%d)", f.First, f.Last)
 	}
-	return fmt.Sprintf("%d messages lost%s, %s, found %s", f.Lost, span, f.How, f.Found.Format(time.RFC3339))
+	messages := "messages"
+	if f.Lost == 1 {
+		messages = "message"
+	}
+	return fmt.Sprintf("%d %s lost%s, %s, found %s", f.Lost, messages, span, f.How, f.Found.Format(time.RFC3339))
 }
 
 // damage is what a data directory's lost.json holds, by queue.
@@ -105,12 +139,23 @@ func (d damage) add(queue string, f finding) bool {
 	return true
 }
 
-// stats fills in the damage columns of s from d.
-func (d damage) stats(s *platform.QueueStats) {
+// stats fills in the damage columns of s from d. Lost messages whose damaged records the engine
+// still counts, at sequences from first on (the stream's first now; 0 when unknown), are not
+// ready or delayed.
+func (d damage) stats(s *platform.QueueStats, first uint64) {
 	var says []string
 	for _, f := range d[s.Queue] {
 		s.Lost += f.Lost
 		says = append(says, f.describe())
+		for _, r := range f.Records {
+			switch {
+			case first == 0 || r.Seq < first:
+			case r.Ready:
+				s.Ready = max(s.Ready-1, 0)
+			default:
+				s.Delayed = max(s.Delayed-1, 0)
+			}
+		}
 	}
 	if len(says) > 0 {
 		s.Damage = strings.Join(says, "; ")
@@ -207,12 +252,26 @@ func (p *Platform) takeAccount(ctx context.Context) error {
 		}
 		// What is missing since the last clean close, beyond what the engine itself reported.
 		m, ok := closed.Streams[q]
-		if !ok || info.State.Msgs+uint64(engineLost) >= m.Msgs {
+		if !ok {
 			continue
 		}
-		f := finding{Lost: int64(m.Msgs - info.State.Msgs - uint64(engineLost)), How: "missing since duilie last stopped cleanly", Found: now}
-		f.First, f.Last = newlyDeleted(m, info.State.Deleted)
-		add(q, f)
+		if info.State.Msgs+uint64(engineLost) < m.Msgs {
+			f := finding{Lost: int64(m.Msgs - info.State.Msgs - uint64(engineLost)), How: "missing since duilie last stopped cleanly", Found: now}
+			f.First, f.Last = newlyDeleted(m, info.State.Deleted)
+			add(q, f)
+		}
+		// Records damaged in block files that changed since then.
+		if m.Blocks != nil {
+			f, ok, err := p.checkRecords(q, info, func(all []blockFile) []blockFile { return changedBlocks(all, m.Blocks) },
+				"its stored records do not match their checksums")
+			if err != nil {
+				return err
+			}
+			if ok {
+				f.Found = now
+				add(q, f)
+			}
+		}
 	}
 	for q, m := range closed.Streams {
 		if m.Msgs > 0 && !slices.Contains(loaded, q) && d.unloadable(q) == "" {
@@ -324,7 +383,11 @@ func (p *Platform) writeState(ctx context.Context) error {
 		s := info.State
 		deleted := slices.Clone(s.Deleted)
 		slices.Sort(deleted)
-		state.Streams[q] = mark{Msgs: s.Msgs, First: s.FirstSeq, Last: s.LastSeq, Deleted: ranges(deleted)}
+		m := mark{Msgs: s.Msgs, First: s.FirstSeq, Last: s.LastSeq, Deleted: ranges(deleted)}
+		if blocks, err := blockFiles(filepath.Join(streamsDir(p.cfg.DataDir), streamName(q))); err == nil {
+			m.Blocks = blockStamps(blocks)
+		}
+		state.Streams[q] = m
 	}
 	return writeJSON(p.cfg.DataDir, stateFileName, state)
 }

@@ -187,7 +187,7 @@ func TestEngineReport(t *testing.T) {
 	}
 	f, ok := engineReport(&jetstream.LostStreamData{Msgs: []uint64{7, 5, 9}, Bytes: 300}, found)
 	s := platform.QueueStats{Queue: "q"}
-	damage{"q": {f}}.stats(&s)
+	damage{"q": {f}}.stats(&s, 0)
 	if !ok || s.Lost != 3 || s.Damage != "3 messages lost (sequences 5–9), reported lost by the engine, found 2026-01-02T03:04:05Z" {
 		t.Errorf("%v %+v", ok, s)
 	}

@@ -482,8 +482,9 @@ func (p *Platform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
 	stats := make([]platform.QueueStats, 0, len(names))
 	for _, name := range names {
 		s := platform.QueueStats{Queue: name}
+		var first uint64
 		if d.unloadable(name) == "" {
-			s, err = p.queueStats(ctx, name)
+			s, first, err = p.queueStatsFrom(ctx, name)
 			switch {
 			case errors.Is(err, jetstream.ErrStreamNotFound):
 				continue // deleted meanwhile
@@ -491,7 +492,7 @@ func (p *Platform) Stats(ctx context.Context) ([]platform.QueueStats, error) {
 				s = platform.QueueStats{Queue: name, Damage: "its stream cannot be read: " + err.Error()}
 			}
 		}
-		d.stats(&s)
+		d.stats(&s, first)
 		stats = append(stats, s)
 	}
 	return stats, nil
@@ -514,16 +515,22 @@ func (p *Platform) queueNames(ctx context.Context) ([]string, error) {
 }
 
 func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueStats, error) {
+	s, _, err := p.queueStatsFrom(ctx, name)
+	return s, err
+}
+
+// queueStatsFrom is queueStats and the stream's first sequence.
+func (p *Platform) queueStatsFrom(ctx context.Context, name string) (platform.QueueStats, uint64, error) {
 	s := platform.QueueStats{Queue: name}
 	st, err := p.js.Stream(ctx, streamName(name))
 	if err != nil {
-		return s, err
+		return s, 0, err
 	}
 	// The subject filter makes the server count the ready subject and batch envelopes alone
 	// (schedule subjects have one token more).
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjectPrefix+name+".*"))
 	if err != nil {
-		return s, err
+		return s, 0, err
 	}
 	// The subject's count can outlive messages a damaged store lost: never more than there are.
 	ready := min(int64(info.State.Subjects[readySubject(name)]), int64(info.State.Msgs))
@@ -533,16 +540,16 @@ func (p *Platform) queueStats(ctx context.Context, name string) (platform.QueueS
 		s.InFlight = int64(ci.CachedInfo().NumAckPending)
 		s.Paused = ci.CachedInfo().Paused
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return s, err
+		return s, 0, err
 	}
 	// Delivered messages stay in a work-queue stream until they are acked.
 	s.Ready = max(ready-s.InFlight, 0)
 	if f, ok := engineReport(info.State.Lost, time.Now().UTC().Truncate(time.Second)); ok && p.cfg.URL != "" {
 		// A cluster's servers report their losses here (the embedded engine's are accounted
 		// for at open, in lost.json).
-		damage{name: {f}}.stats(&s)
+		damage{name: {f}}.stats(&s, 0)
 	}
-	return s, nil
+	return s, info.State.FirstSeq, nil
 }
 
 // Close stops the consumers (their unsettled deliveries return after the ack wait), drains

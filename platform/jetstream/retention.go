@@ -39,6 +39,10 @@ func (p *Platform) sweep(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			p.log.Error("jetstream: finishing stored batches", "err", err)
 		}
+		// Damaged records the engine skips without a word (records.go).
+		if err := p.checkFirstMessages(ctx); err != nil && ctx.Err() == nil {
+			p.log.Error("jetstream: looking for damaged records", "err", err)
+		}
 		select {
 		case <-t.C:
 		case <-ctx.Done():
