@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,11 +222,20 @@ func TestQueuesDamagedRecord(t *testing.T) {
 	if r.code != 74 || m == nil || !regexp.MustCompile(`(?m)^jobs\s+19\s+0\s+0\s+1\s+no\s+-$`).MatchString(r.stdout) {
 		t.Fatalf("queues after a damaged record: %+v", r)
 	}
+	f, _ := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "\n[dashboard]\nlisten = \"127.0.0.1:0\"\n")
+	f.Close()
 	appLog, env := appLogEnv(t)
 	s := startServe(t, cfg, env...)
 	s.waitLog(`level=ERROR msg="queue damaged: messages lost" queue=jobs lost=1 damage="1 message lost \(sequence `+m[1]+`\)`, 1)
 	s.waitAcked(19)
 	waitAppLog(t, appLog, `done r\d+ attempts=1`, 19)
+	metrics := scrape(t, s)
+	for _, want := range []string{`duilie_queue_lost_messages{queue="jobs"} 1`, `duilie_queue_messages{queue="jobs",state="ready"} 0`} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("no %s in /metrics:\n%s", want, metrics)
+		}
+	}
 	s.stop()
 	if got, _ := os.ReadFile(appLog); strings.Contains(string(got), "r10") {
 		t.Errorf("the damaged message was delivered:\n%s", got)
@@ -234,4 +244,21 @@ func TestQueuesDamagedRecord(t *testing.T) {
 	if r.code != 74 || !regexp.MustCompile(`(?m)^jobs\s+0\s+0\s+0\s+1\s+no\s+-$`).MatchString(r.stdout) {
 		t.Errorf("queues once the rest was consumed: %+v", r)
 	}
+}
+
+// scrape reads serve's /metrics.
+func scrape(t *testing.T, s *serveProc) string {
+	t.Helper()
+	line := s.waitLog(`msg=dashboard url=`, 1)
+	url := regexp.MustCompile(`metrics=(http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(line)[1]
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
 }

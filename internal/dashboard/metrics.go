@@ -128,13 +128,17 @@ func statusLabel(status int) string {
 	return "other"
 }
 
-// queueCollector reports duilie_queue_messages from the platform's counts at each scrape.
+// queueCollector reports duilie_queue_messages and duilie_queue_lost_messages from the
+// platform's counts at each scrape.
 type queueCollector struct{ c *server.Client }
 
 var queueDesc = prometheus.NewDesc("duilie_queue_messages",
 	"Messages in each queue now, by state: ready, delayed, in_flight.", []string{"queue", "state"}, nil)
 
-func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDesc }
+var lostDesc = prometheus.NewDesc("duilie_queue_lost_messages",
+	"Messages of each queue that damaged storage lost, as recorded until an operator clears the record (lost.json).", []string{"queue"}, nil)
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDesc; ch <- lostDesc }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -154,5 +158,6 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(q.Ready), q.Queue, "ready")
 		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(q.Delayed), q.Queue, "delayed")
 		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(q.InFlight), q.Queue, "in_flight")
+		ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.GaugeValue, float64(q.Lost), q.Queue)
 	}
 }
