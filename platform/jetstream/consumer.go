@@ -134,20 +134,23 @@ func consumerConfig(queue string, ackWait time.Duration) jetstream.ConsumerConfi
 
 // ensureConsumer creates the queue's durable consumer, or updates it to this ack wait. An
 // update keeps the consumer's pause (Platform.Pause): a consumer already as configured is left
-// untouched, so a pause made meanwhile is never undone.
+// untouched, so a pause made meanwhile is never undone. It is retried, as creating a stream is
+// (create.go).
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, queue string, ackWait time.Duration) error {
-	cfg := consumerConfig(queue, ackWait)
-	if c, err := js.Consumer(ctx, streamName(queue), consumerName); err == nil {
-		have := c.CachedInfo().Config
-		if have.AckWait == cfg.AckWait && have.FilterSubject == cfg.FilterSubject && have.MaxAckPending == cfg.MaxAckPending {
-			return nil
+	return retryCreate(ctx, func(ctx context.Context) error {
+		cfg := consumerConfig(queue, ackWait)
+		if c, err := js.Consumer(ctx, streamName(queue), consumerName); err == nil {
+			have := c.CachedInfo().Config
+			if have.AckWait == cfg.AckWait && have.FilterSubject == cfg.FilterSubject && have.MaxAckPending == cfg.MaxAckPending {
+				return nil
+			}
+			cfg.PauseUntil = have.PauseUntil
+		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
 		}
-		cfg.PauseUntil = have.PauseUntil
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		_, err := js.CreateOrUpdateConsumer(ctx, streamName(queue), cfg)
 		return err
-	}
-	_, err := js.CreateOrUpdateConsumer(ctx, streamName(queue), cfg)
-	return err
+	})
 }
 
 // Receive waits until at least one message is ready, then returns up to limit of them.

@@ -369,11 +369,11 @@ func (p *Platform) queue(ctx context.Context, name string) (*queue, error) {
 			name, why, filepath.Join(p.cfg.DataDir, lostFileName)))
 	}
 	cfg := p.streamConfig(name)
-	st, err := p.js.CreateOrUpdateStream(ctx, cfg)
+	st, err := p.ensureStream(ctx, cfg) // retried, for serves that start together (create.go)
 	if err != nil && unknownField(err, "allow_batched") {
 		// A server older than fast batches (2.12, 2.13) that reads requests strictly.
 		cfg.AllowBatchPublish = false
-		st, err = p.js.CreateOrUpdateStream(ctx, cfg)
+		st, err = p.ensureStream(ctx, cfg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: create queue %s: %w", name, err)
