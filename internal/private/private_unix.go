@@ -1,6 +1,10 @@
 //go:build unix
 
-package jetstream
+// Package private holds the checks that keep what duilie stores on this machine to the user who
+// runs it: a data directory and the files in it (the lock, serve.json, the surfaces' token)
+// must belong to that user and be writable by no one else, and so must every symbolic link on
+// the way to them. Otherwise another local user could capture them.
+package private
 
 import (
 	"errors"
@@ -12,12 +16,12 @@ import (
 	"syscall"
 )
 
-// private reports why info, the file or directory at path, cannot be trusted as part of a data
+// Owned reports why info, the file or directory at path, cannot be trusted as part of a data
 // directory, or nil: it must belong to the user running duilie, and neither its group nor
 // others may write it, as ssh refuses a key others could have replaced. Otherwise another user
 // could hold its lock and record a serve of their own, and local commands would hand them
 // every message they send.
-func private(path string, info os.FileInfo) error {
+func Owned(path string, info os.FileInfo) error {
 	st, ok := info.Sys().(*syscall.Stat_t)
 	if !ok {
 		return nil
@@ -31,19 +35,19 @@ func private(path string, info os.FileInfo) error {
 	return nil
 }
 
-// noFollow opens a file without following a final symbolic link.
-const noFollow = syscall.O_NOFOLLOW
+// NoFollow opens a file without following a final symbolic link.
+const NoFollow = syscall.O_NOFOLLOW
 
 // maxLinks bounds the symbolic links followed in one path, as the kernel's ELOOP does.
 const maxLinks = 40
 
-// linksPrivate reports why a symbolic link on the way to dir cannot be trusted, or nil. It
+// Links reports why a symbolic link on the way to dir cannot be trusted, or nil. It
 // resolves dir as the kernel does, component by component, and each link met on the way (in
 // dir itself or in a link's target) must belong to the user running duilie or to root: the
 // owner of a link can point it elsewhere at any time, to a directory of their own, and a
 // directory checked once would then not be the one used. Components that do not exist yet
 // are created as directories, not links, and end the walk.
-func linksPrivate(dir string) error {
+func Links(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
