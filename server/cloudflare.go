@@ -20,8 +20,9 @@ type CloudflareAPI struct {
 	// AccountID is the account id clients put in paths. Required with Listen.
 	AccountID string `toml:"account_id" rule:"must be the account id clients put in paths (letters, digits, '-' and '_'), required with listen"`
 	// TokenEnv names the environment variable that holds the bearer token every request must
-	// carry (Authorization: Bearer <token>). Required with Listen, unless Token is set.
-	TokenEnv string `toml:"token_env" rule:"must name the environment variable that holds the API's bearer token, required with listen"`
+	// carry (Authorization: Bearer <token>). Without it (and without Token) the token is the
+	// one in the data directory's token file, as the dashboard's is (SurfaceToken).
+	TokenEnv string `toml:"token_env" rule:"must name the environment variable that holds the API's bearer token"`
 	// Token is the bearer token itself, for a Go program; "" means the value of TokenEnv.
 	Token string
 	// PullConsumers are the http_pull consumers: queues whose messages clients pull over the
@@ -70,8 +71,8 @@ func (c *CloudflareAPI) check(getenv func(string) string) error {
 		errs = append(errs, platform.Invalid(c, "AccountID"))
 	}
 	switch {
-	case c.Token != "":
-	case c.TokenEnv == "":
+	case c.Token != "", c.TokenEnv == "": // the token file's, when neither
+	case !envName.MatchString(c.TokenEnv):
 		errs = append(errs, platform.Invalid(c, "TokenEnv"))
 	case getenv != nil && getenv(c.TokenEnv) == "":
 		errs = append(errs, &platform.FieldError{Field: "TokenEnv", Rule: "names an environment variable that is unset or empty; set it to the API's bearer token"})

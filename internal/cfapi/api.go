@@ -38,7 +38,8 @@ const (
 type Options struct {
 	// AccountID is the account id clients put in paths. Required.
 	AccountID string
-	// Token is the bearer token every request must carry. Required.
+	// Token is the bearer token every request must carry. Required: duilie serve's is
+	// [cloudflare_api] token_env's, or the token file's (server.SurfaceToken).
 	Token string
 	// Script names the serve's program in producer and worker consumer objects; "" means
 	// "duilie".
@@ -71,8 +72,15 @@ func Attach(srv *server.Server) (*server.Attached, error) {
 		return nil, nil
 	}
 	token := api.Token
-	if token == "" {
+	if token == "" && api.TokenEnv != "" {
 		token = os.Getenv(api.TokenEnv)
+	}
+	if token == "" {
+		// None configured: the token only this user can read, in the data directory.
+		var err error
+		if token, err = cfg.SurfaceToken(); err != nil {
+			return nil, err
+		}
 	}
 	a, err := New(c, Options{AccountID: api.AccountID, Token: token, Script: cfg.Name, Logger: cfg.Logger})
 	if err != nil {

@@ -237,6 +237,7 @@ Exit status: 0 success, 1 a catchable exception, 2 a host abort (the message on 
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
 	root.AddCommand(newCheck(), newServe(opts), newSend(opts), newSendBatch(opts), newQueues(opts))
 	root.AddCommand(newPeek(opts), newReplay(opts), newPurge(opts), newDelete(opts), newPause(opts, false), newPause(opts, true))
+	root.AddCommand(newDashboard(opts))
 	if opts.Program == nil {
 		root.AddCommand(newDemo(), newWorker(), newBench())
 	}

@@ -137,7 +137,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	appLog, env := appLogEnv(t)
 	s := startServe(t, cfg, env...)
 	line := s.waitLog(`msg=dashboard url=`, 1)
-	url := regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/)`).FindStringSubmatch(line)[1]
+	// The URL serve logs carries the token; opening it sets the page's cookie, and the page
+	// is then at url.
+	m := regexp.MustCompile(`url="((http://127\.0\.0\.1:\d+/)\?token=[0-9a-f]{64})"`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no dashboard URL with its token in %q", line)
+	}
+	url := m[2]
+	if err := chromedp.Do(ctx, chromedp.Navigate(m[1])); err != nil {
+		t.Fatal(err)
+	}
 
 	// A workload: two messages that always fail end in the dead-letter queue; one waits.
 	mustRun(t, cfg, `{"name":"a","fail_below":99}`, "send", "--binding", "JOBS")

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -250,8 +251,13 @@ func TestQueuesDamagedRecord(t *testing.T) {
 func scrape(t *testing.T, s *serveProc) string {
 	t.Helper()
 	line := s.waitLog(`msg=dashboard url=`, 1)
-	url := regexp.MustCompile(`metrics=(http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(line)[1]
-	resp, err := http.Get(url)
+	m := regexp.MustCompile(`\?token=([0-9a-f]{64}).* metrics=(http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no dashboard token and metrics URL in %q", line)
+	}
+	req, _ := http.NewRequest("GET", m[2], nil)
+	req.Header.Set("Authorization", "Bearer "+m[1]) // as Prometheus sends it
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +267,121 @@ func scrape(t *testing.T, s *serveProc) string {
 		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// The dashboard, its API, /metrics and Cloudflare's Queues API refuse every request without the
+// token, on loopback too; the token is in the data directory's file "token" (mode 0600, the
+// same after a restart), in the URL serve logs and duilie dashboard prints. When run as root, a
+// second local user, made for the test, can neither read the token nor use the surfaces.
+func TestSurfacesNeedToken(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	f, _ := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "\n[dashboard]\nlisten = \"127.0.0.1:0\"\n\n[cloudflare_api]\nlisten = \"127.0.0.1:0\"\naccount_id = \"acc\"\n")
+	f.Close()
+	tokenFile := filepath.Join(filepath.Dir(cfg), ".duilie", "token")
+	s := startServe(t, cfg)
+	line := s.waitLog(`msg=dashboard url=`, 1)
+	m := regexp.MustCompile(`url="(http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]{64})"`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no URL with the token in %q", line)
+	}
+	base, token := m[1], m[2]
+	api := regexp.MustCompile(`url=(http://\S+/client/v4)`).FindStringSubmatch(s.waitLog(`msg="serving Cloudflare's Queues API"`, 1))[1] + "/accounts/acc/queues"
+	b, err := os.ReadFile(tokenFile)
+	info, _ := os.Stat(tokenFile)
+	if err != nil || string(b) != token || info.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %q %v %v, want the logged token, mode 0600", b, info.Mode(), err)
+	}
+	if r := runDuilie(t, "", nil, "dashboard", "--config", cfg); r.code != 0 || r.stdout != base+"?token="+token+"\n" {
+		t.Errorf("duilie dashboard: %+v", r)
+	}
+	get := func(method, url, bearer string) int {
+		req, _ := http.NewRequest(method, url, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct{ method, url string }{
+		{"GET", base}, {"GET", base + "api/queues"}, {"GET", base + "api/queues/jobs/messages"}, {"GET", base + "metrics"},
+		{"POST", base + "api/queues/jobs/purge"}, {"POST", base + "api/queues/jobs/send"}, {"GET", api},
+	} {
+		if code := get(c.method, c.url, ""); code != 403 {
+			t.Errorf("%s %s without the token: %d, want 403", c.method, c.url, code)
+		}
+		if code := get(c.method, c.url, strings.Repeat("0", 64)); code != 403 {
+			t.Errorf("%s %s with another token: %d, want 403", c.method, c.url, code)
+		}
+	}
+	for _, url := range []string{base + "api/queues", base + "metrics", api} {
+		if code := get("GET", url, token); code != 200 {
+			t.Errorf("GET %s with the token: %d", url, code)
+		}
+	}
+	// The same token after a restart.
+	s.stop()
+	s = startServe(t, cfg)
+	if line = s.waitLog(`msg=dashboard url=`, 1); !strings.Contains(line, "?token="+token+`"`) {
+		t.Errorf("after a restart: %q, want the same token", line)
+	}
+	base = regexp.MustCompile(`url="(http://127\.0\.0\.1:\d+/)`).FindStringSubmatch(line)[1]
+	api = regexp.MustCompile(`url=(http://\S+/client/v4)`).FindStringSubmatch(s.waitLog(`msg="serving Cloudflare's Queues API"`, 1))[1] + "/accounts/acc/queues"
+
+	if os.Geteuid() != 0 {
+		t.Skip("the rest needs root, to make a second local user")
+	}
+	other := otherUser(t)
+	asOther := func(name string, args ...string) (string, error) {
+		cmd := exec.Command(name, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: other, Gid: other}}
+		cmd.Dir = "/"
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := asOther("cat", tokenFile); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("the other user read the token file: %v %q", err, out)
+	}
+	if curl, err := exec.LookPath("curl"); err == nil {
+		for _, url := range []string{base + "api/queues", base + "metrics", api} {
+			if out, err := asOther(curl, "-s", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code}", url); err != nil || out != "403" {
+				t.Errorf("the other user's GET %s: %q %v, want 403", url, out, err)
+			}
+		}
+		if out, _ := asOther(curl, "-s", "--noproxy", "*", "-X", "POST", "-H", "Content-Type: application/json", "-d", "{}", base+"api/queues/jobs/purge"); strings.Contains(out, "purged") {
+			t.Errorf("the other user purged: %s", out)
+		}
+	} else {
+		t.Log("no curl: the other user's requests are not tried")
+	}
+	s.stop()
+}
+
+// otherUser makes a local user for the test, removed at its end, and returns its uid.
+func otherUser(t *testing.T) uint32 {
+	t.Helper()
+	name := fmt.Sprintf("duilie-t%d", os.Getpid()%100000)
+	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+		t.Skipf("useradd %s: %v %s", name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+			t.Errorf("userdel %s: %v %s", name, err, out)
+		}
+	})
+	out, err := exec.Command("id", "-u", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(uid)
 }

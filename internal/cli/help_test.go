@@ -33,6 +33,7 @@ func TestHelpGolden(t *testing.T) {
 		{"delete", Options{}, []string{"delete"}},
 		{"pause", Options{}, []string{"pause"}},
 		{"resume", Options{}, []string{"resume"}},
+		{"dashboard", Options{}, []string{"dashboard"}},
 		{"program", Options{Name: "page-go", Program: &duilie.Program{}}, nil},
 		{"program-serve", Options{Name: "page-go", Program: &duilie.Program{}}, []string{"serve"}},
 	} {

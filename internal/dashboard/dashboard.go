@@ -10,7 +10,10 @@
 // # Security
 //
 // A dashboard with a Token needs it on every request: an Authorization: Bearer header (for
-// Prometheus and scripts), or the cookie that opening /?token=… sets. Without a Token it serves
+// Prometheus and scripts), or the cookie that opening /?token=… sets. The dashboard duilie serve
+// attaches always has one, on loopback too, since any account on the machine can reach a
+// loopback port: dashboard.token_env's, or else the token only the serve's user can read, in
+// the data directory (server.SurfaceToken). A Dashboard made with New without a Token serves
 // only requests whose Host is a loopback name, so another site cannot reach it through DNS
 // rebinding. Every action is a POST with a JSON body; a POST from another origin (its Origin or
 // Sec-Fetch-Site says so) is refused, so no page elsewhere can act on the operator's behalf.
@@ -72,15 +75,39 @@ func Attach(srv *server.Server) (*server.Attached, error) {
 	if err != nil {
 		return nil, err
 	}
+	ownToken := token == ""
+	if ownToken {
+		// None configured: the token only this user can read, in the data directory.
+		if token, err = cfg.SurfaceToken(); err != nil {
+			return nil, err
+		}
+	}
 	d := New(c, Options{Token: token, Logger: cfg.Logger})
 	if err := srv.Subscribe(d.Observe); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger
+	var recorded string // the URL recorded for duilie dashboard
 	return srv.Attach(server.Surface{Name: "the dashboard", Addr: cfg.Dashboard.Listen, Handler: d,
 		Fallback: cfg.Dashboard.Listen == server.DefaultDashboardListen,
 		Started: func(addr string) {
-			log.Info("dashboard", "url", "http://"+addr+"/", "metrics", "http://"+addr+"/metrics")
+			url := "http://" + addr + "/"
+			if ownToken {
+				// The URL that opens it, for duilie dashboard and the log: only the token
+				// file's own user reads the one, and runs the serve that writes the other.
+				url += "?token=" + token
+				if err := server.RecordDashboardURL(cfg.TokenDir(), url); err != nil {
+					log.Warn("recording the dashboard's URL for duilie dashboard", "err", err)
+				} else {
+					recorded = url
+				}
+			}
+			log.Info("dashboard", "url", url, "metrics", "http://"+addr+"/metrics")
+		},
+		Stop: func(context.Context) {
+			if recorded != "" {
+				server.ForgetDashboardURL(cfg.TokenDir(), recorded)
+			}
 		}})
 }
 

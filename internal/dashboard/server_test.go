@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -117,6 +118,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	}
 	cc := server.DefaultConsumerConfig("jobs")
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxRetries, cc.DeadLetterQueue = 1, server.NoBatchTimeout, 1, "jobs-dead"
+	dataDir := t.TempDir()
 	srv, err := serve.New(server.Config{
 		Permissions: server.Permissions{Queue: []string{"JOBS"}},
 		Bindings:    map[string]string{"JOBS": "jobs"},
@@ -136,7 +138,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 			return nil
 		}},
 		Listen:    "127.0.0.1:0",
-		Platform:  &jetstream.Config{DataDir: t.TempDir()},
+		Platform:  &jetstream.Config{DataDir: dataDir},
 		Dashboard: server.DashboardConfig{Listen: "127.0.0.1:0"},
 		Logger:    quietLog(),
 	})
@@ -166,7 +168,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	var fams map[string]*dto.MetricFamily
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		fams = scrape(t, addr, "")
+		fams = scrape(t, addr, ownToken(t, dataDir))
 		if value(fams, "duilie_messages_settled_total", map[string]string{"queue": "jobs", "result": "acked"}) == 8 &&
 			value(fams, "duilie_messages_settled_total", map[string]string{"queue": "jobs", "result": "dead_lettered"}) == 1 &&
 			value(fams, "duilie_consumer_batches_in_flight", jobs) == 0 {
@@ -307,12 +309,14 @@ func TestDashboardToken(t *testing.T) { // not parallel: it sets an environment 
 	}
 }
 
-// Without a token the dashboard answers only requests addressed to a loopback name (no DNS
-// rebinding), and only same-origin actions.
-func TestDashboardLoopbackOnly(t *testing.T) {
+// Without a token of its own the dashboard needs the one in the token file, on loopback too, on
+// every request: any account on the machine can reach a loopback port. Actions must also come
+// from its own origin.
+func TestDashboardOwnToken(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
 	// A file may configure a binding it does not permit (its programs then abort).
-	cfg, err := server.ParseConfig("duilie.toml", t.TempDir(), []byte(`
+	cfg, err := server.ParseConfig("duilie.toml", dir, []byte(`
 [[queues.producers]]
 binding = "JOBS"
 queue = "jobs"
@@ -334,14 +338,25 @@ listen = "127.0.0.1:0"
 	}
 	defer srv.Shutdown(context.Background())
 	addr := srv.DashboardAddr()
+	token := ownToken(t, filepath.Join(dir, ".duilie"))
+	for _, path := range []string{"/", "/api/queues", "/api/queues/jobs/messages", "/metrics", "/static/app.js"} {
+		if code, _ := request(t, "GET", "http://"+addr+path, "", "Host", "localhost:8789"); code != 403 {
+			t.Errorf("GET %s without the token, from loopback: %d, want 403", path, code)
+		}
+		if code, _ := request(t, "GET", "http://"+addr+path, "", "Authorization", "Bearer wrong"+token[5:]); code != 403 {
+			t.Errorf("GET %s with a wrong token: %d, want 403", path, code)
+		}
+	}
+	if code, _ := request(t, "POST", "http://"+addr+"/api/queues/jobs/purge", "{}", "Content-Type", "application/json"); code != 403 {
+		t.Errorf("a purge without the token: %d", code)
+	}
 	do := func(method, path, hostHdr, origin, ctype, body string) (int, string) {
-		return request(t, method, "http://"+addr+path, body, "Host", hostHdr, "Content-Type", ctype, "Origin", origin)
+		return request(t, method, "http://"+addr+path, body, "Host", hostHdr, "Content-Type", ctype, "Origin", origin, "Authorization", "Bearer "+token)
 	}
 	for _, c := range []struct {
 		method, path, host, origin, ctype, body string
 		want                                    int
 	}{
-		{"GET", "/api/queues", "evil.example:8789", "", "", "", 403},
 		{"GET", "/api/queues", "localhost:8789", "", "", "", 200},
 		{"POST", "/api/queues/jobs/pause", "", "http://evil.example", "application/json", "{}", 403},
 		{"POST", "/api/queues/jobs/pause", "", "http://" + addr, "text/plain", "{}", 415},
@@ -360,6 +375,16 @@ listen = "127.0.0.1:0"
 	if code, body := do("POST", "/api/queues/jobs/send", "", "", "application/json", `{"body":"{}"}`); code != 200 || body != `{"sent":false,"binding":"JOBS","exception":"未授权的QUEUE绑定：JOBS","code":"not_permitted","gloss":"the host's permissions (QUEUE) do not list this binding","detail":"no binding is permitted"}`+"\n" {
 		t.Errorf("send through a binding not permitted: %d %s", code, body)
 	}
+}
+
+// ownToken is the token in the token file of dir, which a server made.
+func ownToken(t *testing.T, dir string) string {
+	t.Helper()
+	token, err := server.SurfaceToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
 }
 
 func newJar() http.CookieJar {
@@ -403,10 +428,11 @@ func bearer(token string) string {
 // Two servers on the default dashboard address: the second finds it taken, takes a free
 // loopback port instead and logs both, so two serves on one machine both start.
 func TestDashboardDefaultTaken(t *testing.T) { // not parallel: it takes the default address
+	dir := t.TempDir()
 	start := func(log *logBuffer) *serve.Server {
 		t.Helper()
 		srv, err := serve.New(server.Config{Platform: &memory.Config{}, Dashboard: server.DefaultDashboard(),
-			Logger: slog.New(slog.NewTextHandler(log, nil))})
+			Logger: slog.New(slog.NewTextHandler(log, nil)), Dir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,17 +452,17 @@ func TestDashboardDefaultTaken(t *testing.T) { // not parallel: it takes the def
 	}
 	logged := log2.String()
 	if !strings.Contains(logged, `msg="the dashboard's address is taken; using a free loopback port" address=127.0.0.1:8789`) ||
-		!strings.Contains(logged, `msg=dashboard url=http://`+a2+`/`) {
+		!strings.Contains(logged, `msg=dashboard url="http://`+a2+`/?token=`+ownToken(t, filepath.Join(dir, ".duilie"))+`"`) {
 		t.Errorf("the second server logged:\n%s", logged)
 	}
 	// Both answer.
 	for _, a := range []string{a1, a2} {
-		if code, _ := request(t, "GET", "http://"+a+"/api/queues", ""); code != 200 {
+		if code, _ := request(t, "GET", "http://"+a+"/api/queues", "", "Authorization", "Bearer "+ownToken(t, filepath.Join(dir, ".duilie"))); code != 200 {
 			t.Errorf("GET http://%s/api/queues: %d", a, code)
 		}
 	}
 	// An address the configuration names is not replaced: taken, the server does not start.
-	srv, err := serve.New(server.Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: server.DashboardConfig{Listen: a2}})
+	srv, err := serve.New(server.Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: server.DashboardConfig{Listen: a2}, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +496,7 @@ func TestDashboardPullConsumerDeadLetters(t *testing.T) {
 	t.Parallel()
 	pc := server.DefaultPullConsumer("audit")
 	pc.DeadLetterQueue = "audit-dlq"
-	srv, err := serve.New(server.Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: server.DashboardConfig{Listen: "127.0.0.1:0"},
+	srv, err := serve.New(server.Config{Platform: &memory.Config{}, Logger: quietLog(), Dashboard: server.DashboardConfig{Listen: "127.0.0.1:0", Token: "dt"},
 		CloudflareAPI: server.CloudflareAPI{Listen: "127.0.0.1:0", AccountID: "acc", Token: "t", PullConsumers: []server.PullConsumer{pc}}})
 	if err != nil {
 		t.Fatal(err)
@@ -484,7 +510,7 @@ func TestDashboardPullConsumerDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := "http://" + srv.DashboardAddr()
-	code, body := request(t, "GET", url+"/api/queues", "")
+	code, body := request(t, "GET", url+"/api/queues", "", "Authorization", "Bearer dt")
 	var rows []struct {
 		Queue           string   `json:"queue"`
 		Ready           int      `json:"ready"`
@@ -501,7 +527,7 @@ func TestDashboardPullConsumerDeadLetters(t *testing.T) {
 	if r := rows[1]; r.Queue != "audit-dlq" || !slices.Equal(r.Sources, []string{"audit"}) {
 		t.Errorf("audit-dlq's row %+v, want audit as its source", r)
 	}
-	code, body = request(t, "POST", url+"/api/queues/audit-dlq/replay", `{}`, "Content-Type", "application/json")
+	code, body = request(t, "POST", url+"/api/queues/audit-dlq/replay", `{}`, "Content-Type", "application/json", "Authorization", "Bearer dt")
 	if code != 200 || body != `{"replayed":1,"to":"audit"}`+"\n" {
 		t.Errorf("replay: %d %s", code, body)
 	}

@@ -30,7 +30,7 @@ func TestAPITrafficObserved(t *testing.T) {
 	pc := server.DefaultPullConsumer("pulled")
 	srv, err := serve.New(server.Config{
 		Platform: &memory.Config{}, Logger: slog.New(slog.DiscardHandler),
-		Dashboard:     server.DashboardConfig{Listen: "127.0.0.1:0"},
+		Dashboard:     server.DashboardConfig{Listen: "127.0.0.1:0", Token: "dashboard-token"},
 		CloudflareAPI: server.CloudflareAPI{Listen: "127.0.0.1:0", AccountID: account, Token: token, PullConsumers: []server.PullConsumer{pc}},
 	})
 	if err != nil {
@@ -81,7 +81,9 @@ func TestAPITrafficObserved(t *testing.T) {
 
 	get := func(path string) string {
 		t.Helper()
-		resp, err := http.Get("http://" + srv.DashboardAddr() + path)
+		req, _ := http.NewRequest("GET", "http://"+srv.DashboardAddr()+path, nil)
+		req.Header.Set("Authorization", "Bearer dashboard-token")
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
