@@ -99,13 +99,12 @@ type Operator interface {
 	Browse(ctx context.Context, queue string, opts BrowseOptions) (MessagePage, error)
 	// Get returns the message with this id, in whatever state it is.
 	Get(ctx context.Context, queue, id string) (StoredMessage, error)
-	// Delete removes the message with this id, in whatever state it is. A message in flight
-	// is gone for good once its event settles it with an ack; an event that retries it or
-	// dead-letters it stores it anew.
+	// Delete removes the message with this id, in whatever state it is, for good: in flight
+	// too, and received for a batch not started yet (see Starter, gone.go).
 	Delete(ctx context.Context, queue, id string) error
-	// Purge removes every message of the queue, in every state (with the same proviso for
-	// messages in flight as Delete), and returns how many it removed, or -1 when the platform
-	// cannot tell (Cloudflare's purge does not say).
+	// Purge removes every message of the queue, in every state, for good as Delete does, and
+	// returns how many it removed (those in flight included), or -1 when the platform cannot
+	// tell (Cloudflare's purge does not say).
 	Purge(ctx context.Context, queue string) (int64, error)
 	// Move moves messages that are ready or delayed, oldest first, to the queue to (created
 	// if missing): each keeps its id, timestamp, body and content type, and starts again at

@@ -334,8 +334,9 @@ func (c *Client) replayTarget(dlq string) (string, error) {
 }
 
 // Purge deletes every message of the queue, in every state, and returns how many it deleted,
-// or -1 when the platform cannot tell (Cloudflare). A message in flight is gone once its event
-// acks it; an event that retries it stores it anew.
+// or -1 when the platform cannot tell (Cloudflare). Once it returns, none of them is delivered:
+// not from a batch still filling, nor leased, nor again after an event that had one retries it
+// (platform.Starter).
 func (c *Client) Purge(ctx context.Context, queue string) (int64, error) {
 	if err := checkQueue(queue); err != nil {
 		return 0, err

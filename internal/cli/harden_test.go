@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -384,4 +386,99 @@ func otherUser(t *testing.T) uint32 {
 		t.Fatal(err)
 	}
 	return uint32(uid)
+}
+
+// The issue's case: three messages received by serve for a batch that fills for 3 s are purged
+// by another process (duilie purge, attached to serve): purge counts them, duilie queues shows
+// none, and the program never gets them; a message sent after the purge is delivered alone.
+func TestPurgeFillingBatch(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	text, _ := os.ReadFile(cfg)
+	text = []byte(strings.Replace(string(text), "max_batch_timeout = 0\n", "max_batch_timeout = 3\nmax_batch_size = 10\n", 1))
+	os.WriteFile(cfg, text, 0o644)
+	appLog, env := appLogEnv(t)
+	s := startServe(t, cfg, env...)
+	for _, name := range []string{"p1", "p2", "p3"} {
+		if r := runDuilie(t, `{"name":"`+name+`"}`, nil, "send", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+			t.Fatalf("send: %+v", r)
+		}
+	}
+	waitQueues(t, cfg, "three received for the filling batch", func(qs map[string]queueJSON) bool { return qs["jobs"].InFlight == 3 })
+	if r := runDuilie(t, "", nil, "purge", "jobs", "--yes", "--config", cfg); r.code != 0 {
+		t.Fatalf("purge: %+v", r)
+	}
+	if qs := queuesJSON(t, cfg); qs["jobs"].Ready+qs["jobs"].InFlight+qs["jobs"].Delayed != 0 {
+		t.Errorf("after the purge: %+v", qs["jobs"])
+	}
+	if r := runDuilie(t, `{"name":"after"}`, nil, "send", "--binding", "JOBS", "--config", cfg); r.code != 0 {
+		t.Fatalf("send: %+v", r)
+	}
+	waitAppLog(t, appLog, `done after attempts=1`, 1)
+	s.stop()
+	if b, _ := os.ReadFile(appLog); regexp.MustCompile(`start p\d`).Match(b) {
+		t.Errorf("the program got purged messages:\n%s", b)
+	}
+}
+
+// Messages leased over the served Cloudflare API and purged by another process do not come
+// back when their leases end.
+func TestPurgeLeased(t *testing.T) {
+	t.Parallel()
+	cfg := e2eConfig(t, 30000, 1000)
+	f, _ := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "\n[dashboard]\nlisten = \"\"\n\n[cloudflare_api]\nlisten = \"127.0.0.1:0\"\naccount_id = \"acc\"\n")
+	f.Close()
+	s := startServe(t, cfg)
+	base := regexp.MustCompile(`url=(http://\S+/client/v4)`).FindStringSubmatch(s.waitLog(`msg="serving Cloudflare's Queues API"`, 1))[1]
+	token, err := os.ReadFile(filepath.Join(filepath.Dir(cfg), ".duilie", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path, body string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+"/accounts/acc/queues"+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+string(token))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out["success"] != true {
+			t.Fatalf("%s %s: %d %v %v", method, path, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	call("POST", "", `{"queue_name":"leased"}`)
+	var id string
+	for _, q := range call("GET", "", "")["result"].([]any) {
+		if q := q.(map[string]any); q["queue_name"] == "leased" {
+			id = q["queue_id"].(string)
+		}
+	}
+	call("POST", "/"+id+"/consumers", `{"type":"http_pull","settings":{"batch_size":10,"visibility_timeout_ms":1000}}`)
+	for i := range 3 {
+		call("POST", "/"+id+"/messages", fmt.Sprintf(`{"body":{"n":%d},"content_type":"json"}`, i))
+	}
+	pulled := call("POST", "/"+id+"/messages/pull", `{"batch_size":10,"visibility_timeout_ms":1000}`)["result"].(map[string]any)["messages"].([]any)
+	leasedAt := time.Now()
+	if len(pulled) != 3 {
+		t.Fatalf("pulled %v, want 3 messages", pulled)
+	}
+	if r := runDuilie(t, "", nil, "purge", "leased", "--yes", "--config", cfg); r.code != 0 {
+		t.Fatalf("purge: %+v", r)
+	}
+	// The leases end after their 1 s visibility timeout; a message they gave back would be
+	// ready at once.
+	for time.Since(leasedAt) < 2*time.Second {
+		time.Sleep(50 * time.Millisecond)
+	}
+	call("POST", "/"+id+"/messages", `{"body":"after","content_type":"json"}`)
+	again := call("POST", "/"+id+"/messages/pull", `{"batch_size":10,"visibility_timeout_ms":1000}`)["result"].(map[string]any)["messages"].([]any)
+	if len(again) != 1 || again[0].(map[string]any)["body"] != base64.StdEncoding.EncodeToString([]byte(`"after"`)) {
+		t.Errorf("pulled after the purge: %v, want only the message pushed after it", again)
+	}
+	s.stop()
 }

@@ -195,9 +195,10 @@ func newPurge(opts Options) *cobra.Command {
 		Use:                   "purge QUEUE [--yes] [--config F]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Delete every message of a queue",
-		Long: `purge deletes every message of a queue: ready, delayed and in flight (an event still running
-on a purged message may store it again by retrying it). It asks first on a terminal; --yes
-skips the question, and is required when stdin is not a terminal.
+		Long: `purge deletes every message of a queue: ready, delayed and in flight, and those a serve has
+received for a batch that has not started yet; once it returns, none of them is delivered
+(an event still running with one cannot store it again by retrying it). It asks first on a
+terminal; --yes skips the question, and is required when stdin is not a terminal.
 
 ` + operateExitStatus,
 		Example: `  ` + opts.Name + ` purge page-dlq
@@ -259,8 +260,8 @@ func newDelete(opts Options) *cobra.Command {
 		DisableFlagsInUseLine: true,
 		Short:                 "Delete one message of a queue, by its id",
 		Long: `delete removes the message with this id (as peek and 读取队列批次 show it) from the queue, in
-whatever state it is. A message in flight is gone once its event acks it; an event that
-retries it stores it again.
+whatever state it is, for good: once delete returns, it is not delivered, from a batch still
+filling or again after an event that had it retries it.
 
 ` + operateExitStatus,
 		Example: `  ` + opts.Name + ` delete page-dlq 4f0c2a9e1b7d4c3a8e6f5d2c1b0a9e8f`,

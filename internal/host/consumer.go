@@ -338,12 +338,14 @@ func collect(ctx context.Context, c platform.Consumer, cc ConsumerConfig) ([]pla
 	return ds, nil
 }
 
-// runBatch runs handler as one queue event on the deliveries, resolves every message by
-// SPEC §7, settles the batch on c and reports it. It returns the event's failure, if any, or
-// the platform's error when settling failed. Unless the platform counts retries itself,
-// messages whose retries were already exhausted before this delivery (a crash or shutdown
-// redelivered them once too often) are dead-lettered or dropped without being delivered.
+// runBatch runs handler as one queue event on the deliveries still to run (platform.Start),
+// resolves every message by SPEC §7, settles the batch on c and reports it. It returns the
+// event's failure, if any, or the platform's error when settling failed. Unless the platform
+// counts retries itself, messages whose retries were already exhausted before this delivery
+// (a crash or shutdown redelivered them once too often) are dead-lettered or dropped without
+// being delivered.
 func (h *Host) runBatch(ctx context.Context, cc ConsumerConfig, c platform.Consumer, ds []platform.Delivery, handler Handler) error {
+	ds = platform.Start(ctx, c, ds) // what an operator removed while the batch filled is gone (platform.Starter)
 	live := h.giveUpExhausted(ctx, c, cc.Queue, cc.retries(), ds)
 	if len(live) == 0 {
 		return nil

@@ -228,6 +228,7 @@ func (p *Puller) Pull(ctx context.Context, max int, visibility time.Duration) ([
 		return nil, err
 	}
 	start := time.Now()
+	ds = platform.Start(ctx, p.c, ds) // what an operator removed meanwhile is gone (platform.Starter)
 	ds = p.h.giveUpExhausted(ctx, p.c, p.cfg.Queue, p.cfg.retries(), ds)
 	out := make([]Lease, 0, len(ds))
 	reports := make([]MessageReport, len(ds))

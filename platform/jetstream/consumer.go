@@ -69,6 +69,7 @@ type consumer struct {
 	fmu    sync.Mutex
 	flying map[uint64]flight  // deliveries handed to the host and not yet settled, by stream sequence
 	asked  *nats.Subscription // other processes' questions about flying
+	told   *nats.Subscription // removals by Purge and Delete (gone.go)
 
 	closeOnce sync.Once
 }
@@ -109,6 +110,12 @@ func newConsumer(ctx context.Context, q *queue, opts platform.ConsumerOptions) (
 	// Operators in other processes ask what this one has in flight (operator.go).
 	if c.asked, err = nc.Subscribe(flightsSubject(q.name), c.answerFlights); err != nil {
 		c.sub.Unsubscribe()
+		c.confirms.close()
+		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
+	}
+	if c.told, err = nc.Subscribe(goneSubject(q.name), c.heardGone); err != nil {
+		c.sub.Unsubscribe()
+		c.asked.Unsubscribe()
 		c.confirms.close()
 		return nil, fmt.Errorf("jetstream: consumer of queue %s: %w", q.name, err)
 	}
@@ -590,10 +597,13 @@ func (c *consumer) Settle(ctx context.Context, s platform.Settlement) error {
 			continue
 		}
 		var f jetstream.PubAckFuture
-		switch r.Action.Kind {
-		case platform.Done, platform.Drop:
+		switch {
+		case r.Action.Kind == platform.Done, r.Action.Kind == platform.Drop, c.q.p.gone.has(c.q.name, t.seq):
+			// Removed by an operator meanwhile: gone, whatever the action (gone.go).
 			acks = append(acks, t.reply)
 			continue
+		}
+		switch r.Action.Kind {
 		case platform.Redeliver:
 			f, err = c.publishCopy(c.q, r.Delivery, r.Attempts, r.Action.Delay, "again")
 		case platform.Release:
@@ -610,7 +620,7 @@ func (c *consumer) Settle(ctx context.Context, s platform.Settlement) error {
 			errs = append(errs, err)
 			continue
 		}
-		moves = append(moves, move{t.reply, f})
+		moves = append(moves, move{t.reply, t.seq, f})
 	}
 	errs = append(errs, c.ackAfter(ctx, moves, acks)...)
 	for _, r := range s.Messages {
@@ -640,13 +650,17 @@ func (c *consumer) giveBack(ms []*nats.Msg) {
 		d := ds[0]
 		t, _ := tokenOf(d)
 		c.landed(t.seq)
+		if c.q.p.gone.has(c.q.name, t.seq) {
+			_ = c.nc.Publish(t.reply, ackAck) // removed meanwhile: nothing goes back
+			continue
+		}
 		// A message held until its due time goes back as a schedule for that time.
 		f, err := c.publishCopy(c.q, d, d.Attempts-1, time.Until(dueOf(m)), "again")
 		if err != nil {
 			_ = c.nc.Publish(t.reply, ackNak)
 			continue
 		}
-		moves = append(moves, move{t.reply, f})
+		moves = append(moves, move{t.reply, t.seq, f})
 	}
 	for _, err := range c.ackAfter(ctx, moves, nil) {
 		c.q.p.log.Warn("jetstream: returning undelivered messages at close", "queue", c.q.name, "err", err)
@@ -657,6 +671,7 @@ func (c *consumer) giveBack(ms []*nats.Msg) {
 // stored.
 type move struct {
 	reply  string
+	seq    uint64 // the original's
 	future jetstream.PubAckFuture
 }
 
@@ -666,7 +681,16 @@ func (c *consumer) ackAfter(ctx context.Context, moves []move, acks []string) []
 	// The original goes only once its copy is stored.
 	for _, m := range moves {
 		select {
-		case <-m.future.Ok():
+		case ack := <-m.future.Ok():
+			// An original removed while its copy was stored takes the copy with it (gone.go). A
+			// copy an earlier settlement of the same delivery stored (a duplicate) was checked then.
+			if !ack.Duplicate {
+				if ok, err := c.q.p.stillStored(ctx, c.q.name, m.seq); err == nil && !ok {
+					if err := c.q.p.undoCopy(ctx, ack.Stream, ack.Sequence); err != nil {
+						errs = append(errs, fmt.Errorf("jetstream: queue %s: delete the copy of a removed message: %w", c.q.name, err))
+					}
+				}
+			}
 			acks = append(acks, m.reply)
 		case err := <-m.future.Err():
 			errs = append(errs, fmt.Errorf("jetstream: queue %s: move message: %w", c.q.name, err))
@@ -708,6 +732,7 @@ func (c *consumer) Close() error {
 		}
 		c.giveBack(left)
 		_ = c.asked.Unsubscribe()
+		_ = c.told.Unsubscribe()
 		c.confirms.close()
 		c.q.p.forget(c)
 	})

@@ -368,6 +368,9 @@ func (p *Platform) Delete(ctx context.Context, queue, id string) error {
 			return err
 		}
 		err = p.deleteSeq(ctx, queue, m.seq)
+		if err == nil {
+			p.tellGone(ctx, queue, goneNote{Seq: m.seq}) // consumers holding it leave it (gone.go)
+		}
 		if !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return err
 		}
@@ -414,6 +417,13 @@ func (p *Platform) Purge(ctx context.Context, queue string) (int64, error) {
 	}
 	if resp.Error != nil {
 		return 0, fmt.Errorf("jetstream: purge queue %s: %s", queue, resp.Error.Description)
+	}
+	// Consumers holding purged messages leave them (gone.go): everything below the stream's
+	// first sequence now.
+	if st, err := p.js.Stream(ctx, streamName(queue)); err == nil && st.CachedInfo().State.FirstSeq > 0 {
+		p.tellGone(ctx, queue, goneNote{Floor: st.CachedInfo().State.FirstSeq - 1})
+	} else if err != nil {
+		return int64(resp.Purged), fmt.Errorf("jetstream: purge queue %s: telling its consumers: %w", queue, err)
 	}
 	return int64(resp.Purged), nil
 }

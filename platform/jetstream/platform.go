@@ -75,6 +75,7 @@ type Platform struct {
 	drops   *envelopeDrops            // deletions of finished batches' envelopes (drop.go); made at the first batch
 
 	reclaimed sync.Map // queues whose deliveries left by a stopped process were nakked (reclaim.go)
+	gone      goneBook // what Purge and Delete removed while a consumer may hold it (gone.go)
 }
 
 var (

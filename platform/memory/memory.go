@@ -50,6 +50,8 @@ type Config struct {
 
 var _ platform.OwnerOpener = (*Config)(nil)
 
+var _ platform.Starter = (*consumer)(nil)
+
 // Kind is "memory".
 func (c *Config) Kind() string { return Kind }
 
@@ -381,6 +383,23 @@ func (c *consumer) InProgress(ctx context.Context, ds []platform.Delivery) error
 	return nil
 }
 
+// Start leaves out the deliveries whose messages an operator removed since they were received
+// (platform.Starter): under the platform's lock, so a Delete or Purge that has returned has
+// removed them from every batch that starts after.
+func (c *consumer) Start(ctx context.Context, ds []platform.Delivery) []platform.Delivery {
+	p := c.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(ds), func(d platform.Delivery) bool {
+		t, ok := d.Token.(token)
+		if !ok {
+			return false
+		}
+		m, current := t.current()
+		return current && m.removed
+	})
+}
+
 // Settle records the program's calls and carries out the host's decisions. Deliveries that
 // were not made by this platform (a test's hand-made batch) are treated as messages of the
 // queue: a redelivered or dead-lettered one is enqueued.
@@ -414,7 +433,9 @@ func (c *consumer) Settle(ctx context.Context, s platform.Settlement) error {
 				q.inFlight--
 				m.timer.Stop()
 			}
-			m.removed = false
+			if m.removed {
+				continue // deleted or purged while in flight: gone, whatever the action (platform.Starter)
+			}
 		} else {
 			continue // settled already, or delivered again after its ack wait
 		}

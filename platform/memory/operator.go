@@ -110,8 +110,8 @@ func (p *Platform) Get(ctx context.Context, name, id string) (platform.StoredMes
 	return m.stored(), nil
 }
 
-// remove takes m out of q in whatever state it is. A message in flight stays settleable by its
-// event (which may store it anew by retrying it). p.mu must be held.
+// remove takes m out of q in whatever state it is, for good: a message in flight is no longer
+// started (Start), and its settlement stores nothing (Settle). p.mu must be held.
 func (q *queue) remove(m *message) {
 	switch {
 	case m.inFlight:

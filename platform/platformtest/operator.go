@@ -26,6 +26,9 @@ func testOperator(t *testing.T, hn Harness) {
 		{"GetAndDelete", testGetAndDelete},
 		{"DeleteInFlight", testDeleteInFlight},
 		{"Purge", testPurge},
+		{"PurgeFillingBatch", testPurgeFillingBatch}, // gone.go
+		{"DeleteFillingBatch", testDeleteFillingBatch},
+		{"RemovedWhileRunning", testRemovedWhileRunning},
 		{"MoveDeadLetters", testMoveDeadLetters},
 		{"MoveSelectedWithDelay", testMoveSelectedWithDelay},
 		{"MoveRefuses", testMoveRefuses},
@@ -357,8 +360,7 @@ func testGetAndDelete(t *testing.T, hn Harness) {
 	c.none(500 * time.Millisecond)
 }
 
-// A message deleted while in flight is gone once its event acks it: it is not delivered again
-// after its ack wait.
+// A message deleted while in flight is gone: it is not delivered again after its ack wait.
 func testDeleteInFlight(t *testing.T, hn Harness) {
 	e := newEnv(t, hn)
 	e.mustSend(`"held"`)
