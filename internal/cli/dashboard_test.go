@@ -120,6 +120,64 @@ func waitFor(t *testing.T, ctx context.Context, what, expr string) {
 	}
 }
 
+// openDashboard adds a dashboard to the configuration, starts serve with it and opens the URL
+// serve logs, which carries the token: opening it sets the page's cookie. It returns the page's
+// address without the token.
+func openDashboard(t *testing.T, ctx context.Context, cfg string, env ...string) string {
+	t.Helper()
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "\n[dashboard]\nlisten = \"127.0.0.1:0\"\n")
+	f.Close()
+	s := startServe(t, cfg, env...)
+	line := s.waitLog(`msg=dashboard url=`, 1)
+	m := regexp.MustCompile(`url="((http://127\.0\.0\.1:\d+/)\?token=[0-9a-f]{64})"`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no dashboard URL with its token in %q", line)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(m[1])); err != nil {
+		t.Fatal(err)
+	}
+	return m[2]
+}
+
+// dialogs answers the page's confirmation dialogs: each with the next answer sent on answers,
+// or with no when none was sent, and keeps what they asked.
+type dialogs struct {
+	answers chan bool
+	mu      sync.Mutex
+	asked   []string
+}
+
+func answerDialogs(ctx context.Context) *dialogs {
+	d := &dialogs{answers: make(chan bool, 4)}
+	go func() {
+		for ev, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			d.mu.Lock()
+			d.asked = append(d.asked, ev.Message)
+			d.mu.Unlock()
+			accept := false
+			select {
+			case accept = <-d.answers:
+			default:
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept})
+		}
+	}()
+	return d
+}
+
+func (d *dialogs) questions() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.asked)
+}
+
 // The dashboard in a real browser, against the real binary: it shows the queues with the counts
 // duilie queues --json reports, a dead letter replayed from the page is delivered, pause from
 // the page stops delivery while a test message sent from the page is accepted, a bad test
@@ -128,25 +186,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
 	ctx, problems := browser(t)
 	cfg := operateConfig(t)
-	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "\n[dashboard]\nlisten = \"127.0.0.1:0\"\n")
-	f.Close()
 	appLog, env := appLogEnv(t)
-	s := startServe(t, cfg, env...)
-	line := s.waitLog(`msg=dashboard url=`, 1)
-	// The URL serve logs carries the token; opening it sets the page's cookie, and the page
-	// is then at url.
-	m := regexp.MustCompile(`url="((http://127\.0\.0\.1:\d+/)\?token=[0-9a-f]{64})"`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("no dashboard URL with its token in %q", line)
-	}
-	url := m[2]
-	if err := chromedp.Do(ctx, chromedp.Navigate(m[1])); err != nil {
-		t.Fatal(err)
-	}
+	url := openDashboard(t, ctx, cfg, env...)
+	dialogs := answerDialogs(ctx)
 
 	// A workload: two messages that always fail end in the dead-letter queue; one waits.
 	mustRun(t, cfg, `{"name":"a","fail_below":99}`, "send", "--binding", "JOBS")
@@ -160,6 +202,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	var shown []pageQueue
+	var err error
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if shown, err = chromedp.Run(ctx, chromedp.Evaluate[[]pageQueue](readQueuesJS)); err != nil {
@@ -279,11 +322,12 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Delete from the page: the delayed message, selected, is gone.
+	// Delete from the page, confirmed: the delayed message, selected, is gone.
 	later := peek(t, cfg, "jobs", "--state", "delayed")
 	if len(later) != 1 {
 		t.Fatalf("delayed messages %+v, want the one sent with --delay 600", later)
 	}
+	dialogs.answers <- true
 	if err := chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#messages tr[data-id="%s"] input.pick`, later[0].ID))),
 		chromedp.Click(chromedp.CSS(`#delete-selected:not([disabled])`)),
@@ -302,25 +346,6 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitFor(t, ctx, "the running badge", `document.querySelector('#queue-state').textContent === 'running'`)
 
 	// Purge from the page asks first: dismissed, nothing is purged; confirmed, every message is.
-	answers := make(chan bool, 2)
-	var dialogs []string
-	var dialogMu sync.Mutex
-	go func() {
-		for ev, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {
-			if err != nil {
-				return
-			}
-			dialogMu.Lock()
-			dialogs = append(dialogs, ev.Message)
-			dialogMu.Unlock()
-			accept := false
-			select {
-			case accept = <-answers:
-			default:
-			}
-			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept})
-		}
-	}()
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#pause`))); err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +354,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		mustRun(t, cfg, `{"name":"`+name+`"}`, "send", "--binding", "JOBS")
 	}
 	waitQueues(t, cfg, "two to purge", func(qs map[string]queueJSON) bool { return qs["jobs"].Ready == 2 })
-	answers <- false
+	dialogs.answers <- false
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#purge`))); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +362,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if qs := queuesJSON(t, cfg); qs["jobs"].Ready != 2 {
 		t.Fatalf("a dismissed purge purged: %+v", qs["jobs"])
 	}
-	answers <- true
+	dialogs.answers <- true
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#purge`))); err != nil {
 		t.Fatal(err)
 	}
@@ -346,12 +371,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		q := qs["jobs"]
 		return q.Ready+q.Delayed+q.InFlight == 0
 	})
-	dialogMu.Lock()
-	if len(dialogs) != 2 || !strings.HasPrefix(dialogs[0], "Purge every message of jobs: ") {
-		t.Errorf("confirmations asked: %q, want two for purging jobs", dialogs)
+	if asked := dialogs.questions(); len(asked) != 3 || asked[0] != "Delete 1 selected message of jobs?" || !strings.HasPrefix(asked[1], "Purge every message of jobs: ") {
+		t.Errorf("confirmations asked: %q, want one for deleting a message and two for purging jobs", asked)
 	}
-	dialogMu.Unlock()
-
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged errors:\n%s", strings.Join(p, "\n"))
 	}

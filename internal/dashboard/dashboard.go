@@ -358,30 +358,82 @@ func (d *Dashboard) queues(w http.ResponseWriter, r *http.Request) {
 }
 
 // messages answers a page of a queue's messages, each as the server renders a stored message.
+// With match, only those whose id or body text holds it (see matches): the pages are read
+// from the cursor on until limit messages matched, the queue ended, or maxMatchScan messages
+// (maxMatchBytes of bodies) were read; the answer holds every match of the pages read, says how
+// many messages it read, and its next continues the scan.
 func (d *Dashboard) messages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	o := server.PeekOptions{Cursor: q.Get("cursor"), State: q.Get("state")}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
+		if err != nil || n < 1 || n > server.MaxPeekLimit {
 			d.fail(w, badRequest("limit must be 1–1000"))
 			return
 		}
 		o.Limit = n
 	}
-	page, err := d.c.Peek(r.Context(), r.PathValue("queue"), o)
-	if err != nil {
-		d.fail(w, err)
-		return
-	}
 	out := struct {
 		Messages []server.Message `json:"messages"`
 		Next     string           `json:"next,omitempty"`
-	}{Messages: page.Messages, Next: page.Next}
-	if out.Messages == nil {
-		out.Messages = []server.Message{}
+		Scanned  int              `json:"scanned,omitempty"` // with match: the messages read
+	}{Messages: []server.Message{}}
+	match := strings.ToLower(q.Get("match"))
+	if match == "" {
+		page, err := d.c.Peek(r.Context(), r.PathValue("queue"), o)
+		if err != nil {
+			d.fail(w, err)
+			return
+		}
+		out.Messages, out.Next = append(out.Messages, page.Messages...), page.Next
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	want := o.Limit
+	if want == 0 {
+		want = server.DefaultPeekLimit
+	}
+	o.Limit = server.MaxPeekLimit
+	bytes := 0
+	for {
+		page, err := d.c.Peek(r.Context(), r.PathValue("queue"), o)
+		if err != nil {
+			d.fail(w, err)
+			return
+		}
+		for _, m := range page.Messages {
+			if matches(m, match) {
+				out.Messages = append(out.Messages, m)
+			}
+			bytes += m.Size
+		}
+		out.Scanned += len(page.Messages)
+		out.Next, o.Cursor = page.Next, page.Next
+		if page.Next == "" || len(out.Messages) >= want || out.Scanned >= maxMatchScan || bytes >= maxMatchBytes {
+			break
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// The most one filtered page reads: on the embedded engine about half a second's reading.
+const (
+	maxMatchScan  = 10000
+	maxMatchBytes = 64 << 20
+)
+
+// matches reports whether m's id or its body's text holds lower (lower case), ignoring case:
+// the body's text is the stored text of a JSON or text body (the JSON as the page shows it),
+// and the base64 the page shows of any other.
+func matches(m server.Message, lower string) bool {
+	if strings.Contains(strings.ToLower(m.ID), lower) {
+		return true
+	}
+	text := m.Body
+	if m.Readable() {
+		text = m.Raw
+	}
+	return strings.Contains(strings.ToLower(string(text)), lower)
 }
 
 func (d *Dashboard) series(w http.ResponseWriter, r *http.Request) {
