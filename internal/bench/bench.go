@@ -48,6 +48,12 @@ type Options struct {
 	CompareRaw    bool
 	Prefill       bool
 	CPUProfile    string
+	// Queues, when set, are the queue counts to measure, one run each, in order: each on a
+	// fresh engine (or queues of its own), as duilie serve runs them, one configured consumer
+	// per queue, the load spread over them (see runQueues). Nil: one queue, without the start
+	// and idle measurements.
+	Queues []int
+	Idle   time.Duration // how long the idle CPU and RSS are measured, with Queues
 }
 
 // Measurement is what one run measured.
@@ -67,7 +73,19 @@ type Measurement struct {
 	Ratio         map[string]any `json:"share_of_raw,omitempty"`    // duilie's rates over each raw run's
 	Redelivered   int            `json:"redelivered,omitempty"`     // deliveries beyond the first
 	SendCalls     int            `json:"send_calls"`                // Send or SendBatch calls
+	MaxStall      float64        `json:"max_stall_seconds"`         // the longest time without a settlement while messages waited
+	Stalled       bool           `json:"stalled,omitempty"`         // a raw run that stalled in every try: its rates are not a baseline
+	Tries         int            `json:"tries,omitempty"`           // raw runs: how many were made to get one that did not stall
 	Note          string         `json:"note,omitempty"`            // how the run differs
+
+	// A run over many queues (Options.Queues) has these too.
+	Queues         int     `json:"queues,omitempty"`
+	StartSeconds   float64 `json:"start_seconds,omitempty"`             // from the server's start until every queue is consumed
+	RestartSeconds float64 `json:"restart_seconds,omitempty"`           // the same, started again on the same store
+	IdleCPU        float64 `json:"idle_cpu_cores,omitempty"`            // CPU time per second while idle (1 = one core)
+	IdleRSS        int64   `json:"idle_rss_bytes,omitempty"`            // resident memory at the end of the idle time
+	IdleHeap       int64   `json:"idle_heap_bytes,omitempty"`           // Go heap in use then (the embedded engine's included)
+	ShareOfFirst   float64 `json:"end_to_end_share_of_first,omitempty"` // end-to-end rate over the first run's
 }
 
 // Latency is a set of latency percentiles, in milliseconds.
@@ -105,6 +123,7 @@ type Result struct {
 	Prefill       bool          `json:"prefill"`
 	Sync          string        `json:"sync,omitempty"`
 	CPUs          int           `json:"cpus"`
+	Idle          string        `json:"idle,omitempty"` // runs over many queues: how long idle was measured
 	Runs          []Measurement `json:"runs"`
 }
 
@@ -114,29 +133,14 @@ const benchQueueBinding = "BENCH"
 // Run measures o on the platform o.ConfigPath configures, or on a temporary embedded engine,
 // with progress on stderr.
 func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
-	var cfg *server.Config
-	var err error
-	desc := "embedded engine in a temporary directory"
-	if o.ConfigPath != "" {
-		if cfg, err = server.LoadConfig(o.ConfigPath); err != nil {
-			return nil, err
-		}
-		desc = "configured platform (" + o.ConfigPath + ")"
-	} else {
-		dir, err := os.MkdirTemp("", "duilie-bench-")
-		if err != nil {
-			return nil, fail(IO, fmt.Errorf("temporary directory: %w", err))
-		}
-		defer os.RemoveAll(dir)
-		if cfg, err = server.ParseConfig("(bench)", dir, []byte("[platform]\ndata_dir = \".\"\n")); err != nil {
-			return nil, fail(Software, err)
-		}
+	if o.Queues != nil {
+		return runQueues(ctx, o, stderr)
 	}
-	if o.Sync != "" {
-		if err := cfg.SetPlatform("sync", o.Sync); err != nil {
-			return nil, usageError("--sync " + o.Sync + ": " + err.Error())
-		}
+	cfg, desc, remove, err := benchConfig(o)
+	if err != nil {
+		return nil, err
 	}
+	defer remove()
 	sync, _ := cfg.PlatformSetting("sync")
 	c, queue, err := open(ctx, cfg, o)
 	if err != nil {
@@ -185,7 +189,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 			if err != nil {
 				return nil, err
 			}
-			r, err := benchRaw(ctx, o, c, replicas, ours.Messages, async, stderr)
+			r, err := rawUnstalled(ctx, o, c, replicas, ours.Messages, async, stderr)
 			stop()
 			if err != nil {
 				return nil, err
@@ -194,6 +198,9 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 		}
 		ratio := map[string]any{}
 		for _, r := range res.Runs[1:] {
+			if r.Stalled {
+				continue // no baseline: the table says so
+			}
 			ratio[r.Name] = map[string]float64{
 				"send":       round3(ours.SendRate / r.SendRate),
 				"end_to_end": round3(ours.EndToEndRate / r.EndToEndRate),
@@ -203,6 +210,36 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Result, error) {
 		res.Runs[0].Ratio = ratio
 	}
 	return res, nil
+}
+
+// benchConfig is the configuration a run measures (o.ConfigPath's, or an embedded engine in a
+// temporary directory that remove removes), with o.Sync, and its description.
+func benchConfig(o Options) (cfg *server.Config, desc string, remove func(), err error) {
+	remove = func() {}
+	desc = "embedded engine in a temporary directory"
+	if o.ConfigPath != "" {
+		if cfg, err = server.LoadConfig(o.ConfigPath); err != nil {
+			return nil, "", nil, err
+		}
+		desc = "configured platform (" + o.ConfigPath + ")"
+	} else {
+		dir, err := os.MkdirTemp("", "duilie-bench-")
+		if err != nil {
+			return nil, "", nil, fail(IO, fmt.Errorf("temporary directory: %w", err))
+		}
+		if cfg, err = server.ParseConfig("(bench)", dir, []byte("[platform]\ndata_dir = \".\"\n")); err != nil {
+			os.RemoveAll(dir)
+			return nil, "", nil, fail(Software, err)
+		}
+		remove = func() { os.RemoveAll(dir) }
+	}
+	if o.Sync != "" {
+		if err := cfg.SetPlatform("sync", o.Sync); err != nil {
+			remove()
+			return nil, "", nil, usageError("--sync " + o.Sync + ": " + err.Error())
+		}
+	}
+	return cfg, desc, remove, nil
 }
 
 // profile starts a CPU profile written to file ("" for none) and returns what stops it.
@@ -260,7 +297,8 @@ type benchMeter struct {
 	target                     atomic.Int64 // messages to settle, once known; 0 before
 	lastSettled                atomic.Int64 // when the last message was settled, Unix ns
 	reached                    chan struct{}
-	delayed                    sync.Map // ids of delayed messages the program saw
+	delayed                    sync.Map     // ids of delayed messages the program saw
+	maxStall                   atomic.Int64 // the longest wait without a settlement while messages were sent and unsettled, ns
 
 	mu             sync.Mutex
 	lat, late, snd []time.Duration
@@ -278,6 +316,38 @@ func (m *benchMeter) settle(n int64) {
 		}
 	}
 }
+
+// watch records in m.maxStall the longest time during which messages were sent and not
+// settled and none was settled, from now until ctx ends: a consumer that stopped taking
+// messages for a while (as nats.go's pull consumer does now and then for about 30 s) shows
+// there, and a rate measured across it says nothing of either side.
+func (m *benchMeter) watch(ctx context.Context) {
+	tick := time.NewTicker(stallTick)
+	defer tick.Stop()
+	last, since := m.settled.Load(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			n := m.settled.Load()
+			if n != last || m.sent.Load() <= n {
+				last, since = n, now
+				continue
+			}
+			if d := int64(now.Sub(since)); d > m.maxStall.Load() {
+				m.maxStall.Store(d)
+			}
+		}
+	}
+}
+
+// stallTick is how often watch looks; stallLimit is the longest pause of a raw run's consumer
+// that bench takes for a measurement (a healthy one settles thousands of messages a second).
+const (
+	stallTick  = 100 * time.Millisecond
+	stallLimit = 2 * time.Second
+)
 
 func (m *benchMeter) sendCall(d time.Duration) {
 	m.mu.Lock()
@@ -334,6 +404,7 @@ type benchClient struct {
 	*server.Client
 	cleanup func()
 	meter   atomic.Pointer[benchMeter]
+	probe   atomic.Pointer[probeMeter] // while a run over many queues starts
 }
 
 func (bc *benchClient) Close() error {
@@ -348,7 +419,13 @@ func (bc *benchClient) Close() error {
 func (bc *benchClient) observe(r server.Report) {
 	m := bc.meter.Load()
 	er, ok := r.(*server.EventReport)
-	if m == nil || !ok || er.Kind != duilie.QueueEvent {
+	if !ok || er.Kind != duilie.QueueEvent {
+		return
+	}
+	if pm := bc.probe.Load(); pm != nil {
+		pm.consumed(er.Queue)
+	}
+	if m == nil {
 		return
 	}
 	m.mu.Lock()
@@ -370,23 +447,20 @@ func (bc *benchClient) observe(r server.Report) {
 	m.settle(int64(er.Batch))
 }
 
-func benchDuilie(ctx context.Context, o Options, c *benchClient, queue string, stderr io.Writer) (*Measurement, error) {
-	m := newBenchMeter()
-	c.meter.Store(m)
-	defer c.meter.Store(nil)
-	// A delayed message's body starts with "d", so that the program can tell the observer
-	// which lags are a delayed message's lateness.
-	body := benchBody(o.Size)
-	dbody := `"d` + body[2:]
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// consumerConfig is bench's consumer of queue: batches of --consumer-batch, filled for 10 ms at
+// most, --concurrency at once, no retries.
+func consumerConfig(o Options, queue string) server.ConsumerConfig {
 	cc := server.DefaultConsumerConfig(queue)
 	cc.MaxBatchSize, cc.MaxBatchTimeout, cc.MaxConcurrency = o.ConsumerBatch, 10*time.Millisecond, o.Concurrency
 	cc.MaxRetries = server.NoRetries
-	consumed := make(chan error, 1)
-	// The program reads its batch, as every program does; it decodes the bodies only to tell
-	// delayed messages apart (raw consumers decode nothing).
-	program := func(ev *duilie.Event) error {
+	return cc
+}
+
+// program is bench's consumer program. It reads its batch, as every program does; it decodes
+// the bodies only to tell delayed messages apart (a delayed message's body starts with "d"),
+// for the meter of the run (raw consumers decode nothing).
+func (bc *benchClient) program(o Options) duilie.Handler {
+	return func(ev *duilie.Event) error {
 		if o.Delayed == 0 {
 			_, err := duilie.ReadBatch(ev)
 			return err
@@ -395,16 +469,29 @@ func benchDuilie(ctx context.Context, o Options, c *benchClient, queue string, s
 		if err != nil {
 			return err
 		}
+		m := bc.meter.Load()
 		for _, msg := range b.Messages {
-			if strings.HasPrefix(msg.Body, "d") {
+			if m != nil && strings.HasPrefix(msg.Body, "d") {
 				m.delayed.Store(msg.ID, true)
 			}
 		}
 		return nil
 	}
+}
+
+func benchDuilie(ctx context.Context, o Options, c *benchClient, queue string, stderr io.Writer) (*Measurement, error) {
+	m := newBenchMeter()
+	c.meter.Store(m)
+	defer c.meter.Store(nil)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cc := consumerConfig(o, queue)
+	consumed := make(chan error, 1)
+	program := c.program(o)
 	var consumeStart time.Time
 	startConsumer := func() {
 		consumeStart = time.Now()
+		go m.watch(ctx)
 		go func() { consumed <- c.Consume(ctx, cc, program) }()
 	}
 	if !o.Prefill {
@@ -419,6 +506,34 @@ func benchDuilie(ctx context.Context, o Options, c *benchClient, queue string, s
 	}
 	progress := newBenchProgress(stderr, "duilie", o)
 	stopProgress := progress.run(m, pl)
+	err := produce(ctx, c.Client, o, pl, m, func(int) string { return benchQueueBinding })
+	sendTook := time.Since(start)
+	if err != nil {
+		stopProgress()
+		return nil, fail(Unavailable, fmt.Errorf("bench: sending: %w", err))
+	}
+	if o.Prefill {
+		startConsumer()
+	}
+	total := m.sent.Load()
+	err = waitSettled(ctx, m, total, consumed, o)
+	stopProgress()
+	if err != nil {
+		return nil, err
+	}
+	cancel()
+	<-consumed
+	return m.result("duilie", start, consumeStart, sendTook, cpu0), nil
+}
+
+// produce runs o.Producers producers, each one fetch event of c, until pl has no more messages:
+// Send of each message or SendBatch of o.Batch, to the binding bindingOf names for the index of
+// the message (or the batch's first). It returns the first producer's failure.
+func produce(ctx context.Context, c *server.Client, o Options, pl *benchPlan, m *benchMeter, bindingOf func(first int) string) error {
+	// A delayed message's body starts with "d", so that the program can tell the observer
+	// which lags are a delayed message's lateness.
+	body := benchBody(o.Size)
+	dbody := `"d` + body[2:]
 	var wg sync.WaitGroup
 	var sendErr atomic.Pointer[error]
 	for range o.Producers {
@@ -431,12 +546,13 @@ func benchDuilie(ctx context.Context, o Options, c *benchClient, queue string, s
 					}
 					var err error
 					t0 := time.Now()
+					binding := bindingOf(first)
 					if o.Batch <= 1 {
 						b, d := body, 0
 						if delayedAt(first, o.Delayed) {
 							b, d = dbody, o.Delay
 						}
-						err = duilie.Send(ev, benchQueueBinding, b, d)
+						err = duilie.Send(ev, binding, b, d)
 					} else {
 						// The batch's JSON text, built as a careful program would: in one buffer.
 						var sb strings.Builder
@@ -458,7 +574,7 @@ func benchDuilie(ctx context.Context, o Options, c *benchClient, queue string, s
 							sb.WriteByte('}')
 						}
 						sb.WriteByte(']')
-						err = duilie.SendBatch(ev, benchQueueBinding, sb.String())
+						err = duilie.SendBatch(ev, binding, sb.String())
 					}
 					if err != nil {
 						return err
@@ -473,23 +589,10 @@ func benchDuilie(ctx context.Context, o Options, c *benchClient, queue string, s
 		})
 	}
 	wg.Wait()
-	sendTook := time.Since(start)
 	if e := sendErr.Load(); e != nil {
-		stopProgress()
-		return nil, fail(Unavailable, fmt.Errorf("bench: sending: %w", *e))
+		return *e
 	}
-	if o.Prefill {
-		startConsumer()
-	}
-	total := m.sent.Load()
-	err := waitSettled(ctx, m, total, consumed, o)
-	stopProgress()
-	if err != nil {
-		return nil, err
-	}
-	cancel()
-	<-consumed
-	return m.result("duilie", start, consumeStart, sendTook, cpu0), nil
+	return nil
 }
 
 // result is what m measured of a run that started at start, took sendTook to send, and began
@@ -502,7 +605,7 @@ func (m *benchMeter) result(name string, start, consumeStart time.Time, sendTook
 		SendRate: float64(total) / sendTook.Seconds(), EndToEndSecs: e2e.Seconds(),
 		EndToEndRate: float64(total) / e2e.Seconds(), ConsumeRate: float64(total) / consume.Seconds(), Redelivered: int(m.redelivered.Load()),
 		CPUPerMessage: float64((cpuTime() - cpu0).Microseconds()) / float64(max(total, 1)),
-		PeakRSS:       ownPeakRSS()}
+		PeakRSS:       ownPeakRSS(), MaxStall: round3(time.Duration(m.maxStall.Load()).Seconds())}
 	m.mu.Lock()
 	r.SendCalls = len(m.snd)
 	r.SendLatency, r.Latency, r.Lateness = latencyOf(m.snd), latencyOf(m.lat), latencyOf(m.late)
@@ -550,6 +653,34 @@ const (
 	rawSync  = "raw js.Publish"
 	rawAsync = "raw PublishAsync"
 )
+
+// rawTries is how many times a raw run is made at most when it stalls (stallLimit).
+const rawTries = 3
+
+// rawUnstalled makes the raw run until one does not stall, rawTries times at most; the last
+// stalled one is returned marked Stalled if none went through.
+func rawUnstalled(ctx context.Context, o Options, c *benchClient, replicas, n int, async bool, stderr io.Writer) (*Measurement, error) {
+	for try := 1; ; try++ {
+		r, err := runRaw(ctx, o, c, replicas, n, async, stderr)
+		if err != nil {
+			return nil, err
+		}
+		r.Tries = try
+		if r.MaxStall < stallLimit.Seconds() {
+			return r, nil
+		}
+		fmt.Fprintf(stderr, "%s: no message settled for %.1f s while messages waited; ", r.Name, r.MaxStall)
+		if try == rawTries {
+			fmt.Fprintf(stderr, "it stalled in all %d tries: no baseline\n", try)
+			r.Stalled = true
+			return r, nil
+		}
+		fmt.Fprintln(stderr, "running it again")
+	}
+}
+
+// runRaw is benchRaw; tests replace it.
+var runRaw = benchRaw
 
 // benchRaw does what the duilie run did with raw nats.go on the same server, in a stream of its
 // own (file storage, work-queue retention, the queue's replicas), with n messages of the same
@@ -607,8 +738,11 @@ func benchRaw(ctx context.Context, o Options, c *benchClient, replicas, n int, a
 		}
 	}()
 	var consumeStart time.Time
+	watching, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
 	startConsumer := func() error {
 		consumeStart = time.Now()
+		go m.watch(watching)
 		cc, err := cons.Consume(handle, natsjs.PullMaxMessages(o.ConsumerBatch*o.Concurrency))
 		if err != nil {
 			return err

@@ -7,3 +7,5 @@ import "time"
 func cpuTime() time.Duration { return 0 }
 
 func ownPeakRSS() int64 { return 0 }
+
+func ownRSS() int64 { return 0 }

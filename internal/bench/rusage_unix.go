@@ -3,7 +3,10 @@
 package bench
 
 import (
+	"bytes"
+	"os"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -27,4 +30,22 @@ func ownPeakRSS() int64 {
 		return int64(ru.Maxrss) // bytes
 	}
 	return int64(ru.Maxrss) * 1024 // KiB
+}
+
+// ownRSS is this process's resident set size now, in bytes (Linux's /proc/self/statm), or 0 if
+// unknown.
+func ownRSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
 }

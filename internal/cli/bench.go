@@ -17,6 +17,7 @@ import (
 func newBench() *cobra.Command {
 	o := bench.Options{}
 	asJSON := false
+	queues := ""
 	c := &cobra.Command{
 		Use:                   "bench [flags]",
 		DisableFlagsInUseLine: true,
@@ -39,12 +40,25 @@ this process) and the process's peak RSS so far.
 its own: producers with synchronous js.Publish (one acknowledgement waited for per message),
 and with PublishAsync (a window of 4096 acknowledgements; with --batch N, waiting for the N
 acknowledgements of each batch), consumed by a pull consumer that acks each message without
-waiting for a confirmation; and prints duilie's rates as a share of each.`,
+waiting for a confirmation; and prints duilie's rates as a share of each. A raw run whose
+consumer stalls (no message settled for 2 s while messages wait) is made again, three times at
+most; one that stalls every time is shown but not compared.
+
+--queues N (or a list, N,M,…) measures what each queue costs, as duilie serve runs them: one
+configured consumer per queue, the server started fresh and started again on the same store
+(each timed until every queue's consumer has run an event on a message sent right after the
+start), left idle for --idle (its CPU per second and resident memory), then the load spread
+evenly over the N queues; each count on an engine (or queues) of its own, and each run's
+end-to-end rate as a share of the first's.`,
 		Example: `  duilie bench                                # 100,000 messages of 200 B, 32 producers, Send
   duilie bench --batch 100 --compare-raw      # SendBatch of 100 beside raw nats.go
-  duilie bench --duration 30s --delayed 0.1 --config duilie.toml --json`,
+  duilie bench --duration 30s --delayed 0.1 --config duilie.toml --json
+  duilie bench --queues 1,1000,10000          # per-queue cost: start, idle, load over many queues`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkQueues(cmd, queues, &o); err != nil {
+				return err
+			}
 			if err := checkBench(cmd, &o); err != nil {
 				return err
 			}
@@ -77,6 +91,8 @@ waiting for a confirmation; and prints duilie's rates as a share of each.`,
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the duilie run to this file; with --compare-raw, of the raw runs to FILE.raw-sync and FILE.raw-async")
 	f.BoolVar(&o.Prefill, "prefill", false, "send everything first, then start the consumer (measures consuming alone)")
 	f.BoolVar(&o.CompareRaw, "compare-raw", false, "also run raw nats.go doing the same work on the same server (jetstream platform)")
+	f.StringVar(&queues, "queues", "", "spread the load over this many queues, each with a consumer, measuring start, restart and idle cost; a list N,M,… runs each")
+	f.DurationVar(&o.Idle, "idle", 10*time.Second, "with --queues: how long to measure the idle CPU and memory")
 	return c
 }
 
@@ -108,6 +124,36 @@ func checkBench(cmd *cobra.Command, o *bench.Options) error {
 	}
 	if o.Batch == 0 {
 		o.Batch = 1
+	}
+	return nil
+}
+
+// maxQueues bounds --queues: Cloudflare allows 10,000 queues an account; ten times that leaves
+// room to look beyond.
+const maxQueues = 100_000
+
+// checkQueues reads --queues into o.Queues.
+func checkQueues(cmd *cobra.Command, list string, o *bench.Options) error {
+	if !cmd.Flags().Changed("queues") {
+		if cmd.Flags().Changed("idle") {
+			return usageErr("--idle goes with --queues")
+		}
+		return nil
+	}
+	for s := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > maxQueues {
+			return usageErr("--queues must be a count of queues 1–%d, or a list of them like 1,1000,10000", maxQueues)
+		}
+		o.Queues = append(o.Queues, n)
+	}
+	switch {
+	case o.CompareRaw:
+		return usageErr("--compare-raw measures one queue; leave out --queues")
+	case o.Prefill:
+		return usageErr("--prefill does not go with --queues: their consumers run from the start")
+	case o.Idle < time.Second:
+		return usageErr("--idle must be at least 1s")
 	}
 	return nil
 }
@@ -154,6 +200,9 @@ func benchTable(r *bench.Result) string {
 	if r.Prefill {
 		b.WriteString("; the consumer started once all were sent")
 	}
+	if r.Idle != "" {
+		b.WriteString("; spread over each run's queues, a consumer each")
+	}
 	b.WriteString("\n\n")
 	ms := func(l *bench.Latency, f func(*bench.Latency) float64) string {
 		if l == nil {
@@ -170,6 +219,10 @@ func benchTable(r *bench.Result) string {
 			fmt.Sprintf("%.0fµs", run.CPUPerMessage), fmt.Sprintf("%.0f MB", float64(run.PeakRSS)/1e6)})
 	}
 	b.WriteString(table(rows, 1))
+	if r.Runs[0].Queues > 0 {
+		b.WriteString("\n")
+		b.WriteString(queuesTable(r))
+	}
 	ours := r.Runs[0]
 	if l := ours.Lateness; l != nil {
 		fmt.Fprintf(&b, "\ndelayed messages (%d): due time → handler start p50 %s, p99 %s, max %s\n", l.N,
@@ -178,16 +231,41 @@ func benchTable(r *bench.Result) string {
 	if ours.Redelivered > 0 {
 		fmt.Fprintf(&b, "\n%d deliveries were redeliveries\n", ours.Redelivered)
 	}
-	if len(r.Runs) > 1 {
+	if len(r.Runs) > 1 && r.Idle == "" {
 		b.WriteString("\n")
 		for _, raw := range r.Runs[1:] {
-			fmt.Fprintf(&b, "duilie / %s: send %.0f%%, end to end %.0f%%, consume %.0f%%\n", raw.Name,
+			if raw.Stalled {
+				// A rate measured across a stall says nothing of either side.
+				fmt.Fprintf(&b, "duilie / %s: not compared: its consumer stalled (no message settled for %.1f s while messages waited) in each of %d tries\n",
+					raw.Name, raw.MaxStall, raw.Tries)
+				continue
+			}
+			fmt.Fprintf(&b, "duilie / %s: send %.0f%%, end to end %.0f%%, consume %.0f%%", raw.Name,
 				100*ours.SendRate/raw.SendRate, 100*ours.EndToEndRate/raw.EndToEndRate, 100*ours.ConsumeRate/raw.ConsumeRate)
+			if raw.Tries > 1 {
+				fmt.Fprintf(&b, " (try %d: the earlier ones stalled)", raw.Tries)
+			}
+			b.WriteString("\n")
 		}
 		b.WriteString("(raw runs send no delayed messages; their consumer acks without waiting for a confirmation)\n")
 	}
 	b.WriteString("CPU/msg is this process's user + system time (the embedded engine runs in it); peak RSS is the process's peak so far.\n")
 	return b.String()
+}
+
+// queuesTable is the per-queue cost of runs over many queues: start, restart, idle, and each
+// run's end-to-end rate as a share of the first's.
+func queuesTable(r *bench.Result) string {
+	rows := [][]string{{"queues", "start", "restart", "idle RSS", "idle CPU", "end-to-end msgs/s", "of the first"}}
+	for i, run := range r.Runs {
+		share := "-"
+		if i > 0 {
+			share = fmt.Sprintf("%.0f%%", 100*run.ShareOfFirst)
+		}
+		rows = append(rows, []string{itoa(run.Queues), fmt.Sprintf("%.2f s", run.StartSeconds), fmt.Sprintf("%.2f s", run.RestartSeconds),
+			fmt.Sprintf("%.0f MB", float64(run.IdleRSS)/1e6), fmt.Sprintf("%.1f%%", 100*run.IdleCPU), fmtRate(run.EndToEndRate), share})
+	}
+	return table(rows, 1) + "start and restart: until every queue's consumer ran an event; idle CPU: of one core, over " + r.Idle + ".\n"
 }
 
 func fmtRate(f float64) string {

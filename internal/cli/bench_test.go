@@ -62,6 +62,8 @@ func TestBenchJSONCompareRaw(t *testing.T) {
 			PeakRSS      int64                         `json:"peak_rss_bytes"`
 			Ratio        map[string]map[string]float64 `json:"share_of_raw"`
 			Redelivered  int                           `json:"redelivered"`
+			MaxStall     float64                       `json:"max_stall_seconds"`
+			Tries        int                           `json:"tries"`
 		} `json:"runs"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
@@ -92,7 +94,7 @@ func TestBenchJSONCompareRaw(t *testing.T) {
 		if r.Messages != 300 || r.SendRate <= 0 || r.EndToEndRate <= 0 || r.ConsumeRate <= 0 || r.CPU <= 0 || r.PeakRSS <= 0 {
 			t.Errorf("%s: %+v", r.Name, r)
 		}
-		if r.Name != "duilie" && (r.Latency == nil || r.Latency.N != 300 || r.Lateness != nil) {
+		if r.Name != "duilie" && (r.Latency == nil || r.Latency.N != 300 || r.Lateness != nil || r.Tries < 1) {
 			t.Errorf("%s's latencies: %+v, %+v", r.Name, r.Latency, r.Lateness)
 		}
 	}
@@ -148,11 +150,75 @@ func TestBenchUsage(t *testing.T) {
 		{"--delayed", "1.5"},
 		{"--sync", "sometimes"},
 		{"--consumer-batch", "0"},
+		{"--queues", "0"},
+		{"--queues", "1,x"},
+		{"--queues", "100001"},
+		{"--queues", "10", "--compare-raw"},
+		{"--queues", "10", "--prefill"},
+		{"--queues", "10", "--idle", "10ms"},
+		{"--idle", "5s"},
 	} {
 		var stderr bytes.Buffer
 		code := Run(context.Background(), Options{}, append([]string{"bench"}, args...), nil, &bytes.Buffer{}, &stderr)
 		if code != exitUsage || !strings.HasSuffix(stderr.String(), "Run 'duilie bench --help' for usage.\n") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr.String())
 		}
+	}
+}
+
+// bench over many queues: each count a run of its own, as serve runs them, with its start,
+// restart and idle cost, every message sent and settled once, each run's share of the first.
+func TestBenchQueues(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), Options{}, []string{"bench", "--queues", "1,7", "--count", "210", "--producers", "3", "--batch", "5",
+		"--idle", "1s", "--json"}, nil, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	var res bench.Result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("%v in:\n%s", err, stdout.String())
+	}
+	t.Logf("\n%s", stdout.String())
+	if res.Idle != "1s" || len(res.Runs) != 2 || res.Runs[0].Name != "duilie, 1 queue" || res.Runs[1].Name != "duilie, 7 queues" {
+		t.Fatalf("runs: %+v", res)
+	}
+	for i, r := range res.Runs {
+		if r.Queues != []int{1, 7}[i] || r.Messages != 210 || r.SendCalls != 42 || r.Redelivered != 0 || r.EndToEndRate <= 0 ||
+			r.StartSeconds <= 0 || r.RestartSeconds <= 0 || r.IdleRSS <= 0 || r.IdleHeap <= 0 || r.IdleCPU <= 0 || r.Latency == nil || r.Latency.N != 210 {
+			t.Errorf("%s: %+v", r.Name, r)
+		}
+	}
+	if res.Runs[0].ShareOfFirst != 0 || res.Runs[1].ShareOfFirst != round3(res.Runs[1].EndToEndRate/res.Runs[0].EndToEndRate) {
+		t.Errorf("shares of the first: %v, %v", res.Runs[0].ShareOfFirst, res.Runs[1].ShareOfFirst)
+	}
+	for _, want := range []string{"duilie, 7 queues: start: every queue consumed after ", "duilie, 7 queues: restart: every queue consumed after ",
+		"duilie, 7 queues: idle for 1s", "duilie, 7 queues: sent 210 · settled 210"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("progress on stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	table := benchTable(&res)
+	if !regexp.MustCompile(`(?m)^7\s+[\d.]+ s\s+[\d.]+ s\s+\d+ MB\s+[\d.]+%\s+[\d,]+\s+\d+%$`).MatchString(table) || strings.Contains(table, "raw") {
+		t.Errorf("table:\n%s", table)
+	}
+}
+
+func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+// A raw run that stalled in every try is shown, and not compared.
+func TestBenchTableStalledRaw(t *testing.T) {
+	run := func(name string, rate, stall float64, tries int, stalled bool) bench.Measurement {
+		return bench.Measurement{Name: name, Messages: 1000, SendRate: rate, EndToEndRate: rate, ConsumeRate: rate,
+			MaxStall: stall, Tries: tries, Stalled: stalled}
+	}
+	out := benchTable(&bench.Result{Platform: "p", Count: 1000, Runs: []bench.Measurement{run("duilie", 50000, 0, 0, false),
+		run("raw js.Publish", 40000, 0.3, 2, false), run("raw PublishAsync", 5000, 29.1, 3, true)}})
+	t.Logf("\n%s", out)
+	if !strings.Contains(out, "duilie / raw js.Publish: send 125%, end to end 125%, consume 125% (try 2: the earlier ones stalled)\n") ||
+		!strings.Contains(out, "duilie / raw PublishAsync: not compared: its consumer stalled (no message settled for 29.1 s while messages waited) in each of 3 tries\n") ||
+		strings.Contains(out, "1000%") {
+		t.Errorf("table:\n%s", out)
 	}
 }
