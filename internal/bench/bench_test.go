@@ -52,7 +52,9 @@ func TestWatchStall(t *testing.T) {
 // A raw run that stalls is made again; one that stalls every time is marked, not taken as a
 // baseline.
 func TestRawStalledAgain(t *testing.T) {
-	defer func(f func(context.Context, Options, *benchClient, int, int, bool, io.Writer) (*Measurement, error)) { runRaw = f }(runRaw)
+	defer func(f func(context.Context, Options, *benchClient, int, int, bool, io.Writer) (*Measurement, error)) {
+		runRaw = f
+	}(runRaw)
 	for _, tc := range []struct {
 		stalls      []float64 // each try's longest stall, s
 		wantTries   int
